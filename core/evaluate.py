@@ -1,0 +1,238 @@
+"""Held-out quality of the bundled models, printed and written as JSON (and into each model's card).
+
+    python -m core.evaluate                 # every bundled model
+    python -m core.evaluate --model lm-rope
+
+Grammar LMs: next-token perplexity beside unigram and bigram baselines, and subject-verb agreement across
+an attractor. Reversal/sort: exact match with greedy decoding and the best head's attention to the token
+it must copy. Copy: accuracy on the second repeat and the best head's induction score. Shapes: accuracy and
+how much of the CLS token's rollout falls on the object's patches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from core.analysis import best_head, induction_score, mirrored_score, rollout
+from core.checkpoint import ModelCard, update_metrics
+from core.data import algorithmic, grammar
+from core.model import Transformer
+from core.patches import mask_to_patch_fraction
+from core.registry import ASSETS, card_path, list_cards, load_model
+from core.tasks import IGNORE, ImagePool, TokenPool, text_pool
+from core.tokenizer import TextTokenizer
+
+HELDOUT_SEED = 1
+N_HELDOUT = 400
+
+
+def _batches(n: int, size: int = 64):
+    for start in range(0, n, size):
+        yield list(range(start, min(n, start + size)))
+
+
+@torch.no_grad()
+def next_token_nll(model: Transformer, pool: TokenPool) -> tuple[float, int]:
+    """Summed negative log-likelihood of every target token of the pool, and how many there were."""
+    total, count = 0.0, 0
+    for indices in _batches(len(pool)):
+        batch = pool.next_token_batch(indices)
+        logits = model(batch.inputs).logits
+        total += F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE,
+                                 reduction="sum").item()
+        count += int((batch.targets != IGNORE).sum())
+    return total, count
+
+
+def ngram_perplexities(train: TokenPool, heldout: TokenPool, vocab_size: int) -> dict[str, float]:
+    """Add-one unigram and interpolated bigram baselines, fitted on the training split."""
+    unigrams, bigrams = Counter(), Counter()
+    for sequence in train.sequences:
+        unigrams.update(sequence[1:])
+        bigrams.update(zip(sequence[:-1], sequence[1:]))
+    contexts = Counter()
+    for (previous, _), count in bigrams.items():
+        contexts[previous] += count
+    total = sum(unigrams.values())
+    unigram_nll = bigram_nll = 0.0
+    n = 0
+    for sequence in heldout.sequences:
+        for previous, token in zip(sequence[:-1], sequence[1:]):
+            p_unigram = (unigrams[token] + 1) / (total + vocab_size)
+            p_bigram = bigrams[(previous, token)] / contexts[previous] if contexts[previous] else 0.0
+            unigram_nll -= math.log(p_unigram)
+            bigram_nll -= math.log(0.9 * p_bigram + 0.1 * p_unigram)
+            n += 1
+    return {"unigram_perplexity": math.exp(unigram_nll / n), "bigram_perplexity": math.exp(bigram_nll / n)}
+
+
+@torch.no_grad()
+def agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT) -> float:
+    """How often the model gives the verb form that agrees with the subject more probability than the other."""
+    correct = 0
+    examples = grammar.generate_agreement_examples(n, HELDOUT_SEED)
+    for example in examples:
+        ids = tokenizer.encode(example.prefix).ids
+        logits = model(torch.tensor([ids])).logits[0, -1]
+        right, wrong = tokenizer.token_to_id(example.correct), tokenizer.token_to_id(example.wrong)
+        correct += bool(logits[right] > logits[wrong])
+    return correct / len(examples)
+
+
+@torch.no_grad()
+def masked_agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT) -> float:
+    """Agreement for a bidirectional model: the verb replaced by [MASK] at the end of the prefix."""
+    correct = 0
+    examples = grammar.generate_agreement_examples(n, HELDOUT_SEED)
+    for example in examples:
+        ids = tokenizer.encode(example.prefix).ids + [tokenizer.mask_id]
+        logits = model(torch.tensor([ids])).logits[0, -1]
+        correct += bool(logits[tokenizer.token_to_id(example.correct)] > logits[tokenizer.token_to_id(example.wrong)])
+    return correct / len(examples)
+
+
+@torch.no_grad()
+def masked_token_accuracy(model: Transformer, pool: TokenPool) -> float:
+    generator = torch.Generator().manual_seed(HELDOUT_SEED)
+    hits = total = 0
+    for indices in _batches(len(pool)):
+        batch = pool.masked_token_batch(indices, generator)
+        predictions = model(batch.inputs, valid=batch.valid).logits.argmax(-1)
+        chosen = batch.targets != IGNORE
+        hits += int((predictions[chosen] == batch.targets[chosen]).sum())
+        total += int(chosen.sum())
+    return hits / total
+
+
+def evaluate_grammar_lm(model: Transformer, tokenizer: TextTokenizer) -> dict:
+    heldout = text_pool("grammar-lm", N_HELDOUT, HELDOUT_SEED, tokenizer)
+    nll, count = next_token_nll(model, heldout)
+    train = text_pool("grammar-lm", 5000, 0, tokenizer)
+    metrics = {"perplexity": math.exp(nll / count), **ngram_perplexities(train, heldout, tokenizer.vocab_size),
+               "agreement_accuracy": agreement_accuracy(model, tokenizer)}
+    metrics["headline"] = {"ppl": metrics["perplexity"], "agreement": metrics["agreement_accuracy"]}
+    return metrics
+
+
+def evaluate_grammar_mlm(model: Transformer, tokenizer: TextTokenizer) -> dict:
+    heldout = text_pool("grammar-mlm", N_HELDOUT, HELDOUT_SEED, tokenizer)
+    metrics = {"masked_token_accuracy": masked_token_accuracy(model, heldout),
+               "agreement_accuracy": masked_agreement_accuracy(model, tokenizer)}
+    metrics["headline"] = {"masked_acc": metrics["masked_token_accuracy"], "agreement": metrics["agreement_accuracy"]}
+    return metrics
+
+
+@torch.no_grad()
+def greedy_answer(model: Transformer, ids: list[int], n_tokens: int) -> list[int]:
+    """Greedy decoding of n_tokens after ids (full recomputation; sequences here are short)."""
+    sequence = list(ids)
+    for _ in range(n_tokens):
+        sequence.append(int(model(torch.tensor([sequence])).logits[0, -1].argmax()))
+    return sequence[len(ids):]
+
+
+@torch.no_grad()
+def evaluate_algorithmic(model: Transformer, tokenizer: TextTokenizer, task: str) -> dict:
+    """Exact match (greedy), per-token accuracy (teacher forced) and the task's best-head attention score."""
+    examples = algorithmic.generate(task, 200, HELDOUT_SEED)
+    exact = token_hits = token_total = 0
+    head_scores = []
+    score = induction_score if task == "copy" else mirrored_score
+    for example in examples:
+        ids = tokenizer.encode(example.text).ids
+        answer_at = example.answer_start + 1  # [BOS] first
+        answer = ids[answer_at:]
+        exact += greedy_answer(model, ids[:answer_at], len(answer)) == answer
+        output = model(torch.tensor([ids]), record=True)
+        predicted = output.logits[0, answer_at - 1:-1].argmax(-1).tolist()
+        token_hits += sum(p == t for p, t in zip(predicted, answer))
+        token_total += len(answer)
+        patterns = output.recording.patterns()  # [M, H, N, N]
+        length = example.answer_start - 1
+        head_scores.append([[score(head, length) for head in layer] for layer in patterns])
+    layer, head, best = best_head(np.mean(head_scores, axis=0))
+    score_name = "induction_score" if task == "copy" else "mirrored_attention"
+    metrics = {"exact_match": exact / len(examples), "token_accuracy": token_hits / token_total,
+               score_name: best, "best_head": [layer, head]}
+    if task == "sort":
+        metrics.pop(score_name)  # sorting attends by value, not to a fixed position
+        metrics.pop("best_head")
+    metrics["headline"] = {"exact": metrics["exact_match"], **({score_name: best} if task != "sort" else {})}
+    return metrics
+
+
+@torch.no_grad()
+def evaluate_shapes(model: Transformer, n: int = 500) -> dict:
+    pool = ImagePool(n, HELDOUT_SEED)
+    output = model(pool.images, record=True)
+    accuracy = float((output.logits.argmax(-1) == torch.as_tensor(pool.labels)).float().mean())
+    on_object, chance = [], []
+    offset = int(model.cfg.uses_cls)
+    for recording, mask in zip(output.recordings, pool.masks):
+        on_patch = mask_to_patch_fraction(mask, model.cfg.patch_size) > 0
+        flow = rollout(recording.patterns())[0, offset:]  # from token 0 (CLS, or the first patch) to the patches
+        on_object.append(flow[on_patch].sum() / flow.sum())
+        chance.append(on_patch.mean())
+    metrics = {"accuracy": accuracy, "rollout_on_object": float(np.mean(on_object)),
+               "object_patch_fraction": float(np.mean(chance))}
+    metrics["headline"] = {"accuracy": accuracy, "rollout_on_object": metrics["rollout_on_object"]}
+    return metrics
+
+
+def evaluate(model: Transformer, card: ModelCard, tokenizer: TextTokenizer) -> dict:
+    if card.task == "grammar-lm":
+        return evaluate_grammar_lm(model, tokenizer)
+    if card.task == "grammar-mlm":
+        return evaluate_grammar_mlm(model, tokenizer)
+    if card.task == "shapes":
+        return evaluate_shapes(model)
+    return evaluate_algorithmic(model, tokenizer, card.task)
+
+
+def position_gap(results: dict[str, dict]) -> dict | None:
+    """How much worse the language model without position encoding is than each one with."""
+    if "lm-none" not in results:
+        return None
+    base = results["lm-none"]
+    return {name: {"perplexity_ratio_none_over_this": base["perplexity"] / r["perplexity"],
+                   "agreement_gap": r["agreement_accuracy"] - base["agreement_accuracy"]}
+            for name, r in results.items() if name.startswith("lm-") and name != "lm-none"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.evaluate", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", action="append", default=[], help="a bundled model (repeatable); default all")
+    parser.add_argument("--json", type=Path, default=ASSETS / "evaluation.json")
+    args = parser.parse_args(argv)
+    tokenizer = TextTokenizer()
+    names = args.model or [card.name for card in list_cards() if card.name != "tiny-test"]
+    results = {}
+    for name in names:
+        model, card = load_model(name)
+        results[name] = evaluate(model, card, tokenizer)
+        update_metrics(card_path(name), results[name])
+        shown = ", ".join(f"{k}={v:.3f}" for k, v in results[name]["headline"].items())
+        print(f"{name:16s} {card.task:12s} {shown}", flush=True)
+    gap = position_gap(results)
+    if gap:
+        results["position_gap"] = gap
+        for name, row in gap.items():
+            print(f"lm-none vs {name}: perplexity x{row['perplexity_ratio_none_over_this']:.2f}, "
+                  f"agreement -{row['agreement_gap']:.3f}")
+    if not args.model:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+"""The transformer of the seed paper (Turner, "An Introduction to Transformers", seed 001), section by section.
+
+Code works in the common layout, X as [B, N, D] with tokens down the rows; the paper writes X^T (D x N,
+tokens across) and normalises A over columns, so the paper's A_{n',n} is our pattern[n, n'].
+
+    x_n^(0)   = embedding + e_n                                     (§1.1, §3, footnote 19)
+    pre-LN:   X' = X + MHSA(TokenNorm(X));  X'' = X' + MLP(TokenNorm(X'))   (§2.3, figure 7)
+    post-LN:  X' = TokenNorm(X + MHSA(X));  X'' = TokenNorm(X' + MLP(X'))
+    head:     next token from x_n^(M) (§4.1), masked token, or a class from x_0^(M) / the mean (§4.2)
+
+Attention is computed explicitly so the matrix A can be recorded; nothing is fused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from core.config import (ADDITIVE_ENCODINGS, PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig)
+from core.masks import MaskSpec, build_mask, padding_mask
+from core.patches import patchify
+from core.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
+from core.recording import Recording, block_hook
+
+
+class Recorder:
+    """Collects named intermediates of one forward pass when enabled; costs nothing when not.
+
+    Each tensor is kept with its batch axis and the axes that run over tokens, so that a padded
+    batch can be split into one Recording per sequence holding only that sequence's real tokens.
+    """
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.tensors: dict[str, tuple[torch.Tensor, tuple[int, ...]]] = {}
+
+    def __call__(self, name: str, tensor: torch.Tensor, token_axes: tuple[int, ...] = (0,)) -> torch.Tensor:
+        if self.enabled:
+            self.tensors[name] = (tensor.detach(), token_axes)
+        return tensor
+
+    def split(self, valid: torch.Tensor | None) -> list[dict[str, torch.Tensor]]:
+        """One dict per batch item, batch axis removed, padded positions dropped. valid: [B, N] or None."""
+        batch = next(iter(self.tensors.values()))[0].shape[0]
+        items = []
+        for b in range(batch):
+            keep = None if valid is None or bool(valid[b].all()) else valid[b].nonzero().squeeze(1)
+            items.append({name: _select(t[b], axes, keep) for name, (t, axes) in self.tensors.items()})
+        return items
+
+
+def _select(tensor: torch.Tensor, token_axes: tuple[int, ...], keep: torch.Tensor | None) -> torch.Tensor:
+    for axis in token_axes if keep is not None else ():
+        tensor = tensor.index_select(axis, keep)
+    return tensor
+
+
+def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Softmax over keys of the allowed entries; masked entries exactly 0, a fully masked row all 0 (no NaN)."""
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    row_max = scores.amax(dim=-1, keepdim=True).clamp(min=torch.finfo(scores.dtype).min)  # -inf rows -> finite
+    weights = torch.exp(scores - row_max)  # exp(-inf) = 0 on masked entries
+    return weights / weights.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(scores.dtype).tiny)
+
+
+class TokenNorm(nn.Module):
+    """LayerNorm applied to each token separately (seed 001 §2.3, which calls it TokenNorm):
+
+        x̄_{d,n} = (x_{d,n} - mean(x_n)) / sqrt(var(x_n) + eps) * gamma_d + beta_d
+    """
+
+    def __init__(self, d_model: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma
+        self.bias = nn.Parameter(torch.zeros(d_model))  # beta
+
+    def forward(self, x: torch.Tensor, record: Recorder, prefix: str) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)  # [B, N, 1]
+        centred = x - mean
+        scale = (centred.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt()  # [B, N, 1]
+        record(f"{prefix}.hook_mean", mean.squeeze(-1))
+        record(f"{prefix}.hook_scale", scale.squeeze(-1))
+        return record(f"{prefix}.hook_normalized", centred / scale * self.weight + self.bias)
+
+
+@dataclass
+class PositionContext:
+    """What the attention layers need of the position encoding in this forward pass."""
+
+    encoding: str  # the encoding in effect (the model's own, or another one for an ablation)
+    rope_angles: torch.Tensor | None = None  # [N, K/2]
+    alibi: torch.Tensor | None = None  # [H, N, N]
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """MHSA (seed 001 eqs. 4–6): Y = Σ_h V_h X A_h with q_{h,n} = U_{q,h} x_n, k_{h,n} = U_{k,h} x_n.
+
+    V_h = U_h U_{v,h} (footnote 13): U_{v,h} is head h's slice of W_V, U_h its slice of W_O.
+    No biases, so this sum is exactly what is computed.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        inner = cfg.n_heads * cfg.head_dim
+        self.W_Q = nn.Linear(cfg.d_model, inner, bias=False)
+        self.W_K = nn.Linear(cfg.d_model, inner, bias=False)
+        self.W_V = nn.Linear(cfg.d_model, inner, bias=False)
+        self.W_O = nn.Linear(inner, cfg.d_model, bias=False)
+        self.relative = (RelativeBias(cfg.n_heads, cfg.relative_buckets, cfg.relative_max_distance,
+                                      bidirectional=not cfg.is_causal)
+                         if cfg.pos_encoding == "relative" else None)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, n, _ = x.shape
+        return x.view(batch, n, self.n_heads, self.head_dim)  # [B, N, H*K] -> [B, N, H, K]
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, position: PositionContext,
+                record: Recorder, prefix: str) -> torch.Tensor:
+        n = x.shape[1]
+        q = record(f"{prefix}.hook_q", self.split_heads(self.W_Q(x)))  # [B, N, H, K]
+        k = record(f"{prefix}.hook_k", self.split_heads(self.W_K(x)))
+        v = record(f"{prefix}.hook_v", self.split_heads(self.W_V(x)))
+        if position.encoding == "rope":
+            q = record(f"{prefix}.hook_rot_q", apply_rope(q, position.rope_angles))
+            k = record(f"{prefix}.hook_rot_k", apply_rope(k, position.rope_angles))
+        # scores[h, n, n'] = k_{h,n'}.q_{h,n} / sqrt(K) (eq. 5, with footnote 8's scaling)
+        scores = torch.einsum("bihk,bjhk->bhij", q, k) / math.sqrt(self.head_dim)  # [B, H, N, N]
+        bias = self.position_bias(position, n)
+        if bias is not None:
+            scores = scores + record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
+        pattern = masked_softmax(scores, allowed[:, None])  # [B, H, N, N], rows sum to 1 (eq. 5)
+        record(f"{prefix}.hook_attn_scores", scores.masked_fill(~allowed[:, None], float("-inf")), (1, 2))
+        record(f"{prefix}.hook_pattern", pattern, (1, 2))
+        z = record(f"{prefix}.hook_z", torch.einsum("bhij,bjhk->bihk", pattern, v))  # [B, N, H, K]
+        return self.W_O(z.flatten(2))  # [B, N, H*K] -> [B, N, D]
+
+    def position_bias(self, position: PositionContext, n: int) -> torch.Tensor | None:
+        if position.encoding == "alibi":
+            return position.alibi
+        if position.encoding == "relative":
+            return self.relative(n)
+        return None
+
+
+class MLP(nn.Module):
+    """Stage 2 (seed 001 §2.2): the same two-layer perceptron applied to every token."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc_in = nn.Linear(cfg.d_model, cfg.d_mlp)
+        self.fc_out = nn.Linear(cfg.d_mlp, cfg.d_model)
+
+    def forward(self, x: torch.Tensor, record: Recorder, prefix: str) -> torch.Tensor:
+        hidden = record(f"{prefix}.hook_pre", self.fc_in(x))  # [B, N, d_mlp]
+        return self.fc_out(record(f"{prefix}.hook_post", F.gelu(hidden)))
+
+
+class Block(nn.Module):
+    """The transformer block of seed 001 figure 7: residual MHSA then residual MLP, with TokenNorm."""
+
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.name, self.pre_norm = f"blocks.{layer}", cfg.norm == "pre"
+        self.ln1 = TokenNorm(cfg.d_model, cfg.ln_eps)
+        self.attn = MultiHeadSelfAttention(cfg)
+        self.ln2 = TokenNorm(cfg.d_model, cfg.ln_eps)
+        self.mlp = MLP(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, allowed: torch.Tensor, position: PositionContext,
+                record: Recorder) -> torch.Tensor:
+        p = self.name
+        x = record(f"{p}.hook_resid_pre", x)
+        if self.pre_norm:
+            attn_out = record(f"{p}.hook_attn_out", self.dropout(
+                self.attn(self.ln1(x, record, f"{p}.ln1"), allowed, position, record, f"{p}.attn")))
+            x = record(f"{p}.hook_resid_mid", x + attn_out)
+            mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(self.ln2(x, record, f"{p}.ln2"), record, f"{p}.mlp")))
+            return record(f"{p}.hook_resid_post", x + mlp_out)
+        attn_out = record(f"{p}.hook_attn_out", self.dropout(self.attn(x, allowed, position, record, f"{p}.attn")))
+        x = record(f"{p}.hook_resid_mid", self.ln1(x + attn_out, record, f"{p}.ln1"))
+        mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(x, record, f"{p}.mlp")))
+        return record(f"{p}.hook_resid_post", self.ln2(x + mlp_out, record, f"{p}.ln2"))
+
+
+@dataclass
+class ModelOutput:
+    logits: torch.Tensor  # [B, N, vocabulary] or [B, classes]
+    recordings: list[Recording] | None = None  # one per sequence when recording
+
+    @property
+    def recording(self) -> Recording:
+        """The recording of a single-sequence batch."""
+        if not self.recordings or len(self.recordings) != 1:
+            raise ValueError("recording is for a batch of one sequence; use recordings")
+        return self.recordings[0]
+
+
+MaskArgument = str | MaskSpec | torch.Tensor | None
+
+
+class Transformer(nn.Module):
+    """Embedding -> position encoding -> M blocks -> final TokenNorm (pre-LN) -> head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        if cfg.input == "tokens":
+            self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        else:  # x_n = W p_n (figure 2), and a learned CLS token at n = 0 (§4.2)
+            self.patch_embed = nn.Linear(cfg.channels * cfg.patch_size ** 2, cfg.d_model)
+            if cfg.uses_cls:
+                self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
+        if cfg.pos_encoding == "learned":
+            self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
+        self.ln_final = TokenNorm(cfg.d_model, cfg.ln_eps) if cfg.norm == "pre" else None
+        n_outputs = cfg.n_classes if cfg.head == "classifier" else cfg.vocab_size
+        self.unembed = nn.Linear(cfg.d_model, n_outputs)
+        self.apply(_init_weights)
+
+    def forward(self, inputs: torch.Tensor, *, mask: MaskArgument = None, pe: str | None = None,
+                valid: torch.Tensor | None = None, record: bool = False) -> ModelOutput:
+        """inputs: token ids [B, N] or images [B, C, H, W].
+
+        mask: None (the model's own), a mask kind, a MaskSpec, or a boolean allowed-matrix [N, N] / [B, N, N].
+        pe: None (the model's own), "none" to switch the position encoding off, or another parameter-free one.
+        valid: [B, N] True on real tokens, for a padded batch of unequal lengths.
+        """
+        recorder = Recorder(record)
+        x = self.embed_inputs(inputs, recorder)  # [B, N, D]
+        batch, n, _ = x.shape
+        position = self.position_context(pe, n, x.device)
+        x = x + recorder("hook_pos_embed", self.position_embedding(position.encoding, n, x.device).expand(batch, -1, -1))
+        allowed = self.allowed(mask, n, batch, valid, x.device)  # [B, N, N]
+        for block in self.blocks:
+            x = block(x, allowed, position, recorder)
+        if self.ln_final is not None:
+            x = self.ln_final(x, recorder, "ln_final")
+        logits = self.head(x, valid)
+        if self.cfg.head == "classifier":
+            recorder("logits", logits, ())
+        else:
+            recorder("logits", logits)
+        recordings = None
+        if record:
+            meta = {"mask": _describe_mask(mask, self.cfg), "pe": position.encoding}
+            recordings = [Recording(self.cfg, tensors, dict(meta)) for tensors in recorder.split(valid)]
+        return ModelOutput(logits, recordings)
+
+    def embed_inputs(self, inputs: torch.Tensor, record: Recorder) -> torch.Tensor:
+        cfg = self.cfg
+        if cfg.input == "tokens":
+            if inputs.dim() != 2:
+                raise ValueError(f"token ids must be [batch, tokens], got shape {tuple(inputs.shape)}")
+            self.check_length(inputs.shape[1])
+            return record("hook_embed", self.embed(inputs))
+        x = self.patch_embed(patchify(inputs, cfg.patch_size))  # [B, C, H, W] -> [B, N, C*p*p] -> [B, N, D]
+        if cfg.uses_cls:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # [B, 1 + N, D]
+        self.check_length(x.shape[1])
+        return record("hook_embed", x)
+
+    def check_length(self, n: int) -> None:
+        if n < 1:
+            raise ValueError("the input is empty: there is nothing to attend to")
+        if n > self.cfg.max_len:
+            raise ValueError(f"{n} tokens exceed this model's context length of {self.cfg.max_len}")
+
+    def position_context(self, pe: str | None, n: int, device) -> PositionContext:
+        encoding = self.cfg.pos_encoding if pe is None else pe
+        if encoding != self.cfg.pos_encoding and encoding not in PARAMETER_FREE_ENCODINGS:
+            raise ConfigError(f"{encoding!r} has trained parameters this model does not have; it can be "
+                              f"switched to {', '.join(PARAMETER_FREE_ENCODINGS)} or its own {self.cfg.pos_encoding!r}")
+        if encoding == "rope" and self.cfg.head_dim % 2:
+            raise ConfigError(f"RoPE needs an even head size (this model has K={self.cfg.head_dim})")
+        if encoding in ("rope", "alibi", "relative") and self.cfg.input == "patches":
+            raise ConfigError(f"{encoding!r} is a 1-D sequence encoding; image models use none, sinusoidal or learned")
+        context = PositionContext(encoding)
+        if encoding == "rope":
+            context.rope_angles = rope_angles(n, self.cfg.head_dim, self.cfg.rope_base).to(device)
+        elif encoding == "alibi":
+            context.alibi = alibi_bias(self.cfg.n_heads, n).to(device)
+        return context
+
+    def position_embedding(self, encoding: str, n: int, device) -> torch.Tensor:
+        """e_n for n = 0..N-1, [1, N, D]; zero for encodings that act inside attention instead."""
+        if encoding == "learned":
+            return self.pos_embed(torch.arange(n, device=device))[None]
+        if encoding == "sinusoidal":
+            return sinusoidal_table(n, self.cfg.d_model).to(device)[None]
+        return torch.zeros(1, n, self.cfg.d_model, device=device)
+
+    def allowed(self, mask: MaskArgument, n: int, batch: int, valid: torch.Tensor | None, device) -> torch.Tensor:
+        """The boolean [B, N, N] matrix of which key each query may attend to."""
+        if isinstance(mask, torch.Tensor):
+            if mask.dtype != torch.bool or mask.shape[-2:] != (n, n):
+                raise ValueError(f"a custom mask must be a boolean [{n}, {n}] matrix, got {mask.dtype} {tuple(mask.shape)}")
+            allowed = mask.to(device)
+        else:
+            allowed = build_mask(_mask_spec(mask, self.cfg), n, device)
+        allowed = allowed.expand(batch, n, n) if allowed.dim() == 2 else allowed
+        if valid is not None:
+            allowed = allowed & padding_mask(valid.to(device))
+        return allowed
+
+    def head(self, x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        if self.cfg.head != "classifier":
+            return self.unembed(x)  # p(w_n | x_{n-1}) ∝ exp(g_w . x_{n-1}^(M)) (§4.1)
+        if self.cfg.pooling == "cls":
+            return self.unembed(x[:, 0])  # classify from x_0^(M) (§4.2)
+        weights = torch.ones(x.shape[:2], device=x.device) if valid is None else valid.float()
+        pooled = (x * weights[..., None]).sum(1) / weights.sum(1, keepdim=True)  # mean over real tokens
+        return self.unembed(pooled)
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def _mask_spec(mask: str | MaskSpec | None, cfg: ModelConfig) -> MaskSpec:
+    if mask is None:
+        return MaskSpec.of(cfg)
+    if isinstance(mask, MaskSpec):
+        return mask
+    return MaskSpec(mask, cfg.window, cfg.window_causal, cfg.stride)
+
+
+def _describe_mask(mask: MaskArgument, cfg: ModelConfig) -> str:
+    if isinstance(mask, torch.Tensor):
+        return "custom"
+    spec = _mask_spec(mask, cfg)
+    return {"window": f"window({spec.window}{', causal' if spec.window_causal else ''})",
+            "strided": f"strided({spec.stride})"}.get(spec.kind, spec.kind)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """GPT-2 style: normal(0, 0.02) weights, zero biases."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)

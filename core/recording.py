@@ -1,0 +1,83 @@
+"""The recording of one forward pass: every intermediate, named like TransformerLens hook points.
+
+Arrays have no batch dimension. Shapes (N tokens, D features, H heads, K head size):
+  hook_embed, hook_pos_embed                                   [N, D]
+  blocks.{l}.hook_resid_pre / _mid / _post, hook_attn_out, hook_mlp_out   [N, D]
+  blocks.{l}.ln1.hook_mean, ln1.hook_scale                     [N]   (also ln2, ln_final)
+  blocks.{l}.ln1.hook_normalized                               [N, D]
+  blocks.{l}.attn.hook_q, hook_k, hook_v, hook_z               [N, H, K]  (hook_rot_q, hook_rot_k with RoPE)
+  blocks.{l}.attn.hook_attn_scores, hook_pattern               [H, N, N]  row = query, key across
+  blocks.{l}.attn.hook_pos_bias                                [H, N, N]  (ALiBi, relative)
+  blocks.{l}.mlp.hook_pre, mlp.hook_post                       [N, d_mlp]
+  logits                                                       [N, vocabulary] or [classes]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.config import ModelConfig
+
+
+def block_hook(layer: int, name: str) -> str:
+    """`block_hook(0, "attn.hook_pattern")` -> "blocks.0.attn.hook_pattern"."""
+    return f"blocks.{layer}.{name}"
+
+
+@dataclass
+class Recording:
+    """Everything one forward pass computed for one sequence, plus what it was computed from."""
+
+    config: ModelConfig
+    tensors: dict[str, torch.Tensor]
+    meta: dict[str, Any] = field(default_factory=dict)  # tokens, ids, mask, pe, model name...
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.tensors[name].numpy()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.tensors)
+
+    @property
+    def n_tokens(self) -> int:
+        return self.tensors["hook_embed"].shape[0]
+
+    @property
+    def n_layers(self) -> int:
+        return self.config.n_layers
+
+    def pattern(self, layer: int) -> np.ndarray:
+        """A of every head in the common layout: [H, N(query), N(key)], each row sums to 1."""
+        return self[block_hook(layer, "attn.hook_pattern")]
+
+    def scores(self, layer: int) -> np.ndarray:
+        """Pre-softmax scores after scaling, position bias and mask (masked entries -inf): [H, N, N]."""
+        return self[block_hook(layer, "attn.hook_attn_scores")]
+
+    def patterns(self) -> np.ndarray:
+        """All patterns stacked: [M, H, N, N]."""
+        return np.stack([self.pattern(layer) for layer in range(self.n_layers)])
+
+    def save_npz(self, path: str | Path) -> None:
+        """Every array under its hook name, and a JSON string `meta` with the config and `self.meta`."""
+        meta = {**self.meta, "config": self.config.to_dict()}
+        arrays = {name: tensor.numpy() for name, tensor in self.tensors.items()}
+        np.savez_compressed(path, meta=np.array(json.dumps(meta)), **arrays)
+
+    @classmethod
+    def load_npz(cls, path: str | Path) -> Recording:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            tensors = {name: torch.from_numpy(data[name]) for name in data.files if name != "meta"}
+        config = ModelConfig.from_dict(meta.pop("config"))
+        return cls(config, tensors, meta)
