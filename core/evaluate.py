@@ -212,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", default=[], help="a bundled model (repeatable); default all")
     parser.add_argument("--json", type=Path, default=ASSETS / "evaluation.json")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (more than the free cores slows it)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     tokenizer = TextTokenizer()
     names = args.model or [card.name for card in list_cards() if card.name != "tiny-test"]
     results = {}

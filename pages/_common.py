@@ -1,0 +1,191 @@
+"""Shared UI for the pages: cached loaders, the sidebar model picker, the notation switch, error display.
+
+Pages import it as `from pages._common import ...`. Every widget here is bound to the URL
+(`bind="query-params"`) under a stable key, so a view can be shared as a link. URL parameters used here:
+  model     the bundled model (sidebar picker)
+  notation  "common" (A is N x N, row = query, rows sum to 1) or "paper" (seed 001: A_{n',n}, columns sum to 1)
+
+Set ATTENTION_LAB_MODELS_DIR to read the model cards from another folder than assets/models (the tests do).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run app.py` puts ROOT first; AppTest of a single page may not
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from core import registry  # noqa: E402
+from core.checkpoint import ModelCard  # noqa: E402
+from core.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS, ConfigError  # noqa: E402
+from core.masks import MaskSpec  # noqa: E402
+from core.model import Transformer  # noqa: E402
+from core.record import TextInputError, record_text  # noqa: E402
+from core.recording import Recording  # noqa: E402
+
+BIND = "query-params"
+OWN = "own"  # the model's own mask / position encoding in the toggles
+NOTATION_LABELS = {  # option (also the URL value) -> caption
+    "common": "A is N×N, row = query, rows sum to 1",
+    "paper": "seed 001: A_{n′,n}, column = query, columns sum to 1",
+}
+MASK_CHOICES = tuple(kind for kind in MASK_KINDS if kind != "padding")  # padding needs a batch, not a toggle
+APPLY_LABELS = {  # option (also the URL value) -> caption
+    "ablation": "change it in this model",
+    "trained model": "switch to the model trained with it",
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Models and recordings
+# ---------------------------------------------------------------------------------------------------------
+
+def models_dir() -> Path:
+    """Where the model cards are read from: $ATTENTION_LAB_MODELS_DIR, else assets/models."""
+    override = os.environ.get("ATTENTION_LAB_MODELS_DIR")
+    return Path(override) if override else registry.MODELS_DIR
+
+
+def text_cards() -> list[ModelCard]:
+    """The bundled text models' cards (read each run: models appear while training finishes; it is cheap)."""
+    return [card for card in registry.list_cards(models_dir()) if card.task in registry.TEXT_TASKS]
+
+
+@st.cache_resource(max_entries=16, show_spinner="Loading the model…")
+def get_model(name: str, directory: str) -> tuple[Transformer, ModelCard]:
+    return registry.load_model(name, Path(directory))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What to run: a bundled model with its own mask and encoding (None) or an ablated one."""
+
+    model: str
+    mask: str | None = None  # None: the model's own; else a mask kind
+    window: int = 8  # sliding-window width, with mask="window"
+    stride: int = 4  # stride, with mask="strided"
+    pe: str | None = None  # None: the model's own; else a position encoding
+
+    def normalised(self) -> Setting:
+        """Irrelevant parameters set to 0, so equal settings cache and compare equal."""
+        return replace(self, window=self.window if self.mask == "window" else 0,
+                       stride=self.stride if self.mask == "strided" else 0)
+
+    def describe(self, card: ModelCard | None = None) -> str:
+        parts = [self.model]
+        if self.mask is not None:
+            parts.append({"window": f"mask window({self.window})", "strided": f"mask strided({self.stride})"}
+                         .get(self.mask, f"mask {self.mask}"))
+        elif card is not None:
+            parts.append(f"own mask {card.config.mask}")
+        if self.pe is not None:
+            parts.append(f"position encoding {self.pe}")
+        elif card is not None:
+            parts.append(f"own encoding {card.config.pos_encoding}")
+        return " · ".join(parts)
+
+
+@st.cache_data(max_entries=64, show_spinner="Running the model…")
+def _cached_recording(model: str, text: str, mask: str | None, window: int, stride: int, pe: str | None,
+                      directory: str) -> Recording | str:
+    """The recording, or the one-line message saying why the text or setting cannot be run."""
+    try:
+        transformer, card = get_model(model, directory)
+        spec = None
+        if mask is not None:
+            cfg = transformer.cfg
+            spec = MaskSpec(mask, window or cfg.window, cfg.is_causal, stride or cfg.stride)
+        return record_text(transformer, text, mask=spec, pe=pe, card=card)
+    except (TextInputError, ConfigError) as error:
+        return str(error)
+    except registry.UnknownModelError as error:
+        return str(error)
+    except ValueError as error:  # e.g. a length the model refuses
+        return str(error)
+
+
+def get_recording(setting: Setting, text: str) -> Recording | str:
+    """Cached by (model name, text, mask kind, window, stride, pe): the Recording or an error message."""
+    s = setting.normalised()
+    return _cached_recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
+
+
+def show_input_error(message: str) -> None:
+    """The reason a text or setting cannot be run, as an error box; the text stays in its box to edit."""
+    st.error(f"**Can't run this:** {message}", icon="⚠️")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Choosing models and settings (no model maths: which bundled model matches a choice)
+# ---------------------------------------------------------------------------------------------------------
+
+def trained_alternative(cards: list[ModelCard], current: ModelCard, pe: str | None = None,
+                        mask: str | None = None) -> ModelCard | None:
+    """The bundled model trained with this position encoding and/or mask, closest to `current`
+    (same task first, then the same other option); None when no bundled model was trained with it."""
+    if pe is None and mask is None:
+        return current
+    candidates = [card for card in cards
+                  if (pe is None or card.config.pos_encoding == pe) and (mask is None or card.config.mask == mask)]
+    if not candidates:
+        return None
+
+    def closeness(card: ModelCard) -> tuple:
+        return (card.task == current.task,
+                mask is not None or card.config.mask == current.config.mask,
+                pe is not None or card.config.pos_encoding == current.config.pos_encoding,
+                card.name == current.name)
+
+    return max(candidates, key=closeness)
+
+
+def ablation_encodings(card: ModelCard) -> list[str]:
+    """Encodings the model can be run with: its own and every parameter-free one."""
+    own = card.config.pos_encoding
+    return [own] + [pe for pe in PARAMETER_FREE_ENCODINGS if pe != own]
+
+
+def trained_encodings(cards: list[ModelCard], card: ModelCard) -> list[str]:
+    """Encodings some bundled text model was trained with (the current model's first)."""
+    available = {c.config.pos_encoding for c in cards}
+    own = card.config.pos_encoding
+    return [own] + [pe for pe in POSITION_ENCODINGS if pe != own and pe in available]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sidebar widgets
+# ---------------------------------------------------------------------------------------------------------
+
+def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL) -> ModelCard:
+    """The sidebar model picker (URL key `model`); stops the page with a note when there is no model yet."""
+    if not cards:
+        st.info(f"No bundled text model yet: they appear in `{models_dir()}` as training finishes "
+                "(`python -m core.train`). Reload the page then.", icon="⏳")
+        st.stop()
+    names = [card.name for card in cards]
+    by_name = {card.name: card for card in cards}
+    index = names.index(default) if default in names else 0
+    name = st.sidebar.selectbox(
+        "Model", names, index=index, key="model", bind=BIND,
+        help="A bundled model: lm-<encoding> are language models trained with that position encoding.")
+    card = by_name.get(name, cards[index])
+    cfg = card.config
+    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
+                       f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
+                       f"encoding {cfg.pos_encoding}")
+    return card
+
+
+def notation_switch() -> str:
+    """The sidebar notation switch (URL key `notation`): "common" or "paper"."""
+    notation = st.sidebar.radio(
+        "Notation", list(NOTATION_LABELS), captions=list(NOTATION_LABELS.values()), key="notation", bind=BIND,
+        help="The seed paper writes X as D×N (tokens across) and A_{n′,n} normalised over columns; most code "
+             "writes X as N×D and A with rows summing to 1. Paper notation shows A transposed.")
+    return notation or "common"

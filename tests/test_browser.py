@@ -1,0 +1,154 @@
+"""The real app in a real browser: `streamlit run app.py` driven by Playwright in the system Chromium.
+
+Run with `pytest -m browser tests/test_browser.py`. Screenshots go to a temporary folder, and also to
+$ATTENTION_LAB_SCREENSHOTS when it is set."""
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+ERROR = '[data-testid="stException"]'
+CHART = ".js-plotly-plot"
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
+
+
+def _build_models(directory: Path) -> Path:
+    """The small random-weight models of tests/test_app.py (loaded by path: tests/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("_attention_lab_test_app", Path(__file__).with_name("test_app.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_models(directory)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app on a free port, on small test models; killed at teardown."""
+    models = _build_models(tmp_path_factory.mktemp("models"))
+    port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    env = {**os.environ, "ATTENTION_LAB_MODELS_DIR": str(models), "PYTHONUNBUFFERED": "1"}
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.port", str(port), "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def page(server):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+
+
+@pytest.fixture
+def shoot(tmp_path):
+    """shoot(page, name): a screenshot into tmp_path and, if set, $ATTENTION_LAB_SCREENSHOTS."""
+    extra = os.environ.get("ATTENTION_LAB_SCREENSHOTS")
+
+    def take(page, name: str) -> Path:
+        path = tmp_path / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        if extra:
+            Path(extra).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, Path(extra) / path.name)
+        return path
+    return take
+
+
+def wait_idle(page) -> None:
+    """Until the script has finished rerunning (Streamlit shows a status widget while it runs)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+    page.wait_for_timeout(500)
+
+
+def head_chart_axis_title(page) -> str:
+    return page.locator(CHART).first.locator(".g-ytitle").text_content()
+
+
+def test_text_explorer_in_the_browser(server, page, shoot):
+    page.goto(server)
+    page.wait_for_selector(CHART)
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 2")
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+    assert page.get_by_text("12 tokens").count() == 1
+    shoot(page, "text_explorer_1_default")
+
+    text = page.get_by_role("textbox", name="Text", exact=True)
+    text.fill("the dog that the children love runs .")
+    text.press("Control+Enter")
+    page.get_by_text("9 tokens", exact=True).wait_for()
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+    shoot(page, "text_explorer_2_new_text")
+
+    assert head_chart_axis_title(page).startswith("query")
+    page.get_by_test_id("stSidebar").get_by_text("paper", exact=True).click()
+    page.wait_for_function(
+        f"() => document.querySelector('{CHART} .g-ytitle')?.textContent.startsWith('key')")
+    wait_idle(page)
+    assert "notation=paper" in page.url
+    assert page.locator(ERROR).count() == 0
+    shoot(page, "text_explorer_3_paper_notation")
+
+    page.get_by_text("Compare with the model's own setting").click()
+    page.get_by_test_id("stSelectbox").filter(has_text="Mask").click()
+    page.get_by_role("option", name="none", exact=True).click()
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 4")
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+    shoot(page, "text_explorer_4_compare")
+
+    text = page.get_by_role("textbox", name="Text", exact=True)
+    text.fill("")
+    text.press("Control+Enter")
+    page.get_by_text("the text is empty").wait_for()
+    assert page.locator(ERROR).count() == 0 and page.locator(CHART).count() == 0
+    shoot(page, "text_explorer_5_error")
