@@ -76,9 +76,13 @@ def presets(vocab_size: int) -> dict[str, Preset]:
              for pe in ("none", "sinusoidal", "learned", "rope", "alibi", "relative")]
     items.append(Preset("mlm-learned", "grammar-mlm", _text_config(vocab_size, mask="none", head="masked_token"),
                         "bidirectional masked-token model on the grammar corpus", steps=1500, learning_rate=2e-3))
-    items += [Preset(task, task, _text_config(vocab_size, n_layers=2, max_len=32),
-                     f"the {task} task: input | answer", steps=2000, batch_size=64, learning_rate=2e-3)
-              for task in ("reversal", "copy", "sort")]
+    # Reversal must locate the separator before it can mirror, so it gets longer than copy and sort.
+    # Reversal must locate the separator before it can mirror, so it trains longer. Copy uses RoPE: with only
+    # relative positions, finding the previous occurrence (an induction head) beats counting from the separator.
+    items += [Preset(task, task, _text_config(vocab_size, n_layers=2, max_len=32, pos_encoding=pe),
+                     f"the {task} task: input | answer", steps=steps, batch_size=64, learning_rate=2e-3)
+              for task, steps, pe in (("reversal", 4000, "learned"), ("copy", 2000, "rope"),
+                                      ("sort", 2000, "learned"))]
     items += [Preset(f"vit-{pe}", "shapes", _image_config(pos_encoding=pe),
                      f"vision transformer on generated shapes, CLS readout, position encoding: {pe}",
                      steps=2500, batch_size=64, learning_rate=2e-3)

@@ -1,0 +1,83 @@
+"""The command line and the text path: a complete recording a notebook can open, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from core.record import TextInputError, main, record_text
+from core.registry import DEFAULT_TEXT_MODEL, list_cards, load_model
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core.record", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_round_trip(tmp_path):
+    out = tmp_path / "rec.npz"
+    result = run_cli("--text", "the keys to the old cabinet are", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    with np.load(out, allow_pickle=False) as data:
+        meta = json.loads(str(data["meta"]))
+        model, _ = load_model(DEFAULT_TEXT_MODEL)
+        assert meta["tokens"][:3] == ["[BOS]", "the", "keys"] and len(meta["ids"]) == len(meta["tokens"])
+        assert meta["config"] == model.cfg.to_dict() and meta["model"] == DEFAULT_TEXT_MODEL
+        n = len(meta["ids"])
+        for layer in range(model.cfg.n_layers):
+            pattern = data[f"blocks.{layer}.attn.hook_pattern"]
+            assert pattern.shape == (model.cfg.n_heads, n, n)
+            np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=1e-5)
+        assert data["logits"].shape == (n, model.cfg.vocab_size)
+
+
+def test_cli_mask_and_pe_options(tmp_path):
+    out = tmp_path / "rec.npz"
+    result = run_cli("--text", "mary found the key", "--mask", "window", "--window", "2", "--pe", "none",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    with np.load(out) as data:
+        meta = json.loads(str(data["meta"]))
+        assert meta["mask"] == "window(2, causal)" and meta["pe"] == "none"
+        assert (data["blocks.0.attn.hook_pattern"][:, 4, :3] == 0).all()
+
+
+def test_cli_lists_every_bundled_model_name_first():
+    result = run_cli("--list")
+    assert result.returncode == 0
+    names = [line.split("\t")[0] for line in result.stdout.splitlines()]
+    assert names == [card.name for card in list_cards()] and DEFAULT_TEXT_MODEL in names
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "no-such-model", "--text", "hi", "--out", "x.npz"], "no bundled model"),
+    (["--text", "", "--out", "x.npz"], "empty"),
+    (["--text", "\x00\x1b \u200b", "--out", "x.npz"], "empty"),
+    (["--text", "the cat " * 50_000, "--out", "x.npz"], "shorten"),
+    (["--text", "the cat " * 100, "--out", "x.npz"], "context length"),
+])
+def test_cli_errors_are_one_clear_line(args, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1 and "Traceback" not in error
+    assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.parametrize("text", ["the dog 🐶 runs", "مرحبا بالعالم", "שלום the cat", "tab\tand\x07bell",
+                                  "e\u0301 combining", "\ud800 lone surrogate"])
+def test_odd_unicode_records_with_unknown_pieces_marked(text):
+    model, card = load_model(DEFAULT_TEXT_MODEL)
+    recording = record_text(model, text, card=card)
+    assert recording.n_tokens == len(recording.meta["tokens"]) == len(recording.meta["unknown"])
+    assert any(recording.meta["unknown"])
+    assert np.isfinite(recording["logits"]).all()
+
+
+def test_empty_text_raises_a_clear_error():
+    model, _ = load_model(DEFAULT_TEXT_MODEL)
+    with pytest.raises(TextInputError, match="empty"):
+        record_text(model, "   ")
