@@ -59,9 +59,9 @@ def _select(tensor: torch.Tensor, token_axes: tuple[int, ...], keep: torch.Tenso
     return tensor
 
 
-def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Softmax over keys of the allowed entries; masked entries exactly 0, a fully masked row all 0 (no NaN)."""
-    scores = scores.masked_fill(~allowed, float("-inf"))
+def masked_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over keys of scores whose masked entries are -inf: those weights are exactly 0, and a fully
+    masked row is all 0 rather than NaN."""
     row_max = scores.amax(dim=-1, keepdim=True).clamp(min=torch.finfo(scores.dtype).min)  # -inf rows -> finite
     weights = torch.exp(scores - row_max)  # exp(-inf) = 0 on masked entries
     return weights / weights.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(scores.dtype).tiny)
@@ -134,9 +134,8 @@ class MultiHeadSelfAttention(nn.Module):
         bias = self.position_bias(position, n)
         if bias is not None:
             scores = scores + record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
-        pattern = masked_softmax(scores, allowed[:, None])  # [B, H, N, N], rows sum to 1 (eq. 5)
-        record(f"{prefix}.hook_attn_scores", scores.masked_fill(~allowed[:, None], float("-inf")), (1, 2))
-        record(f"{prefix}.hook_pattern", pattern, (1, 2))
+        scores = record(f"{prefix}.hook_attn_scores", scores.masked_fill(~allowed[:, None], float("-inf")), (1, 2))
+        pattern = record(f"{prefix}.hook_pattern", masked_softmax(scores), (1, 2))  # [B, H, N, N], rows sum to 1 (eq. 5)
         z = record(f"{prefix}.hook_z", torch.einsum("bhij,bjhk->bihk", pattern, v))  # [B, N, H, K]
         return self.W_O(z.flatten(2))  # [B, N, H*K] -> [B, N, D]
 

@@ -62,10 +62,12 @@ def test_fully_masked_rows_give_zero_rows_not_nan():
     np.testing.assert_allclose(np.delete(pattern, 3, axis=1).sum(-1), 1.0, atol=1e-5)
 
 
-def test_masked_softmax_equals_softmax_where_nothing_is_masked():
+def test_masked_softmax_equals_softmax_on_rows_with_an_allowed_key():
     scores = torch.randn(2, 3, 5, 5)
-    allowed = torch.ones(5, 5, dtype=torch.bool)
-    torch.testing.assert_close(masked_softmax(scores, allowed), scores.softmax(-1))
+    torch.testing.assert_close(masked_softmax(scores), scores.softmax(-1))
+    scores[..., 2] = float("-inf")
+    torch.testing.assert_close(masked_softmax(scores), scores.softmax(-1))
+    assert (masked_softmax(scores)[..., 2] == 0).all()
 
 
 @pytest.mark.parametrize("pe", POSITION_ENCODINGS)

@@ -36,7 +36,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--json", type=Path, default=Path("bench_recording.json"))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (more than free cores distorts)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=128, n_heads=4, n_layers=4, d_mlp=256, max_len=1024, vocab_size=335,
                       pos_encoding="rope")
