@@ -6,10 +6,12 @@ To add a page, add one line to PAGES below.
 
 import streamlit as st
 
-st.set_page_config(page_title="Attention Lab", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
 
 PAGES = [
-    st.Page("pages/text_explorer.py", title="Text explorer", icon="🔤", default=True),
+    st.Page("pages/text_explorer.py", title="Text explorer", icon=":material/text_fields:", default=True),
+    st.Page("pages/residual_stream.py", title="Residual stream", icon=":material/stacked_line_chart:", url_path="residual"),
+    st.Page("pages/token_norm.py", title="TokenNorm", icon=":material/straighten:", url_path="tokennorm"),
     # st.Page("pages/<name>.py", title="...", icon="...", url_path="<name>"),
 ]
 

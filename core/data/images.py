@@ -18,10 +18,13 @@ CLASSES = ("circle", "square", "triangle", "cross", "ring", "bar")
 TRAIN_SEED = 0
 HELDOUT_SEED = 1
 
-MIN_SHAPE_SIZE = 10
+MIN_SHAPE_SIZE = 12
 MAX_SHAPE_SIZE = 22
-MIN_OBJECT_CONTRAST = 140.0  # RGB distance between object and background colour
-NOISE_STD = 10.0
+# Object and background colours come from opposite ends of the brightness range,
+# so the object always stands out whatever its hue.
+DARK_RANGE = (0.0, 100.0)
+LIGHT_RANGE = (155.0, 255.0)
+NOISE_STD = 8.0
 
 # Pixel-centre coordinates shared by every drawing function.
 _YS, _XS = np.mgrid[0:IMAGE_SIZE, 0:IMAGE_SIZE].astype(np.float32) + 0.5
@@ -85,12 +88,10 @@ _DRAWERS = (_circle, _square, _triangle, _cross, _ring, _bar)
 assert len(_DRAWERS) == len(CLASSES)
 
 
-def _contrasting_colour(background: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random colour at least ``MIN_OBJECT_CONTRAST`` away from ``background``."""
-    while True:
-        colour = rng.uniform(0, 255, 3)
-        if np.linalg.norm(colour - background) >= MIN_OBJECT_CONTRAST:
-            return colour
+def _colour_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random (background, object) colours: one dark, one light, either way round."""
+    dark, light = rng.uniform(*DARK_RANGE, 3), rng.uniform(*LIGHT_RANGE, 3)
+    return (dark, light) if rng.random() < 0.5 else (light, dark)
 
 
 def _thin_line(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -112,9 +113,8 @@ def _clutter_colour(background: np.ndarray, rng: np.random.Generator) -> np.ndar
     return (background + rng.uniform(0, 255, 3)) / 2
 
 
-def _background(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Float image of a random flat colour with lines and specks; also returns the colour."""
-    colour = rng.uniform(0, 255, 3)
+def _background(colour: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Float image of a flat colour with a few faint lines and specks."""
     canvas = np.broadcast_to(colour, (IMAGE_SIZE, IMAGE_SIZE, 3)).copy()
     for _ in range(rng.integers(1, 4)):
         rows, cols = _thin_line(rng)
@@ -122,17 +122,18 @@ def _background(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     for _ in range(rng.integers(1, 4)):
         rows, cols = _speck(rng)
         canvas[rows, cols] = _clutter_colour(colour, rng)
-    return canvas, colour
+    return canvas
 
 
 def generate_sample(rng: np.random.Generator) -> ShapeSample:
     """Draw one random shape of a random class on a cluttered background."""
     label = int(rng.integers(len(CLASSES)))
-    canvas, background = _background(rng)
+    background, colour = _colour_pair(rng)
+    canvas = _background(background, rng)
     size = rng.uniform(MIN_SHAPE_SIZE, MAX_SHAPE_SIZE)
     cx, cy = rng.uniform(size / 2, IMAGE_SIZE - size / 2, 2)
     mask = _DRAWERS[label](cx, cy, size, rng)
-    canvas[mask] = _contrasting_colour(background, rng)
+    canvas[mask] = colour
     canvas += rng.normal(0.0, NOISE_STD, canvas.shape)
     image = np.clip(np.rint(canvas), 0, 255).astype(np.uint8)
     return ShapeSample(image=image, label=label, mask=mask)

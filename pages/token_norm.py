@@ -1,0 +1,157 @@
+"""TokenNorm: what each normalisation of a bundled text model does to every token of a typed text (seed 001 §2.3).
+
+Per token and layer: the mean and std TokenNorm removes and divides by, γ and β, the vector before and after; and
+seed 001's figure 5 (TokenNorm vs BatchNorm) on the actual activations. All numbers come from core/lens.py.
+
+URL parameters (all widgets are bound): model, notation (sidebar); text, layer, norm, token, feature.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from pathlib import Path
+
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core.figures.attention import token_labels  # noqa: E402
+from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
+from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
+from pages._common import (BIND, Setting, get_model, get_recording, model_picker, models_dir,  # noqa: E402
+                           notation_switch, show_input_error, text_cards)
+
+DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
+PLOT_CONFIG = {"displaylogo": False}
+PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
+                                                                             "unembedding"}
+POST_SITES = {"ln1": "after attention + residual", "ln2": "after the MLP + residual"}
+
+
+def per_token_frame(view, tokens) -> pd.DataFrame:
+    """One row per token: its statistics and the lengths of the vector before and after."""
+    return pd.DataFrame({
+        "n": np.arange(len(tokens)), "token": tokens,
+        "mean": view.mean, "std": view.std,
+        "‖before‖": np.linalg.norm(view.before, axis=1), "‖after‖": np.linalg.norm(view.after, axis=1)})
+
+
+def long_csv(view, tokens, setting_label: str) -> str:
+    """Every number shown, one row per (token, feature): before, mean, std, standardised, γ, β, after."""
+    n, d = view.before.shape
+    frame = pd.DataFrame({
+        "site": view.site, "n": np.repeat(np.arange(n), d), "token": np.repeat(np.asarray(tokens, dtype=object), d),
+        "feature_d": np.tile(np.arange(d), n), "before": view.before.reshape(-1),
+        "mean_n": np.repeat(view.mean, d), "std_n": np.repeat(view.std, d),
+        "standardized": view.standardized.reshape(-1), "gamma_d": np.tile(view.gamma, n),
+        "beta_d": np.tile(view.beta, n), "after": view.after.reshape(-1)})
+    return f"# {setting_label}\n" + frame.to_csv(index=False, float_format="%.6g")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The page
+# ---------------------------------------------------------------------------------------------------------
+
+st.title("TokenNorm")
+st.caption("Before attention and before the MLP, every token's vector is normalised on its own: its mean over the "
+           "D features is removed and it is divided by its standard deviation, then scaled by γ and shifted by β "
+           "(seed 001 §2.3, which calls LayerNorm *TokenNorm* for this reason).")
+st.latex(r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d,"
+         r"\qquad \mathrm{mean}(x_n) = \tfrac1D \textstyle\sum_d x_{d,n}")
+cards = text_cards()
+card = model_picker(cards)
+notation = notation_switch()
+text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
+                    help="Lowercase words from the grammar work best. Press Ctrl+Enter (or click outside) to run.")
+
+recording = get_recording(Setting(card.name), text or "")
+if isinstance(recording, str):
+    show_input_error(recording)
+    st.stop()
+model, _ = get_model(card.name, str(models_dir()))
+cfg = recording.config
+tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
+labels = [f"{i}: {html.unescape(label)}" for i, label in enumerate(token_labels(tokens, unknown))]  # raw text
+pre = cfg.norm == "pre"
+sites = PRE_SITES if pre else POST_SITES
+if not pre:
+    st.info("This model is **post-LN**: TokenNorm is applied *after* each residual addition, "
+            "x′ = TokenNorm(x + sublayer(x)), so it normalises the stream itself, and there is no final TokenNorm.",
+            icon="ℹ️")
+
+col_site, col_layer, col_token = st.columns([1.4, 1, 1.2])
+with col_site:
+    which = st.radio("Which TokenNorm", list(sites), captions=list(sites.values()), key="norm", bind=BIND,
+                     help="Each block has two; a pre-LN model has one more before the unembedding.")
+which = which if which in sites else "ln1"
+with col_layer:
+    layer = st.radio("Layer (block)", list(range(cfg.n_layers)), format_func=lambda i: f"L{i}", key="layer",
+                     bind=BIND, horizontal=True, disabled=which == "ln_final",
+                     help="ln_final comes after the last block, so the layer does not apply to it.")
+layer = 0 if layer is None else min(int(layer), cfg.n_layers - 1)
+with col_token:
+    token = st.selectbox("Token", list(range(len(tokens))), format_func=lambda i: labels[i], key="token",
+                         bind=BIND, index=min(1, len(tokens) - 1), help="The token shown feature by feature below.")
+token = 0 if token is None else min(int(token), len(tokens) - 1)
+
+view = token_norm_view(recording, model, layer, which)
+where = "ln_final (after the last block)" if which == "ln_final" else f"layer {layer}, {which}"
+st.caption(f"Showing **{where}** of {card.name} on {len(tokens)} tokens (with [BOS]); D = {cfg.d_model} features. "
+           f"Recomputing the output from mean, std, γ and β agrees with the recorded one to "
+           f"{view.max_abs_error:.1e}.")
+
+# --- every token's statistics -----------------------------------------------------------------------------
+st.subheader("What TokenNorm removes from each token")
+col_stats, col_table = st.columns([5, 4], gap="large")
+with col_stats:
+    st.plotly_chart(token_statistics_chart(view.mean, view.std, tokens, unknown=unknown, selected=token),
+                    key="stats_chart", config=PLOT_CONFIG)
+with col_table:
+    frame = per_token_frame(view, tokens)
+    st.dataframe(frame, hide_index=True, key="stats_table", height=min(36 * (len(frame) + 1) + 3, 420),
+                 column_config={name: st.column_config.NumberColumn(format="%.4f")
+                                for name in ("mean", "std", "‖before‖", "‖after‖")})
+    st.caption("std is √(var + ε), what the model divides by. After TokenNorm every token has (before γ, β) "
+               "mean 0 and standard deviation 1, however large its vector was.")
+
+# --- one token, feature by feature ------------------------------------------------------------------------
+st.subheader(f"Token `{labels[token]}` through TokenNorm")
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("mean(x_n)", f"{view.mean[token]:.4f}")
+m2.metric("std(x_n)", f"{view.std[token]:.4f}")
+m3.metric("‖x_n‖ before", f"{np.linalg.norm(view.before[token]):.3f}")
+m4.metric("‖x̄_n‖ after", f"{np.linalg.norm(view.after[token]):.3f}")
+st.plotly_chart(token_norm_bars(view.before[token], view.standardized[token], view.after[token],
+                                float(view.mean[token]), float(view.std[token]), view.gamma, view.beta),
+                key="token_chart", config=PLOT_CONFIG)
+st.caption("Top: the vector TokenNorm receives, with its mean (solid) and mean ± std (dotted). Middle: centred and "
+           "divided by the std (dotted lines at ±1). Bottom: scaled by γ (red dashes) and shifted by β (cyan dots), "
+           "learned per feature and the same for every token.")
+
+# --- figure 5 on these activations ------------------------------------------------------------------------
+st.subheader("TokenNorm vs BatchNorm on these activations (seed 001, figure 5)")
+feature = st.number_input("Feature d to outline for BatchNorm", 0, cfg.d_model - 1, 0, key="feature", bind=BIND,
+                          width=320, help="BatchNorm computes one mean and std per feature, over the tokens of "
+                                          "the batch.")
+feature = 0 if feature is None else int(np.clip(feature, 0, cfg.d_model - 1))
+token_stats, batch_stats = tokennorm_statistics(view.before), batchnorm_statistics(view.before)
+st.plotly_chart(norm_axes_figure(token_stats.normalized, batch_stats.normalized, token_stats.mean, batch_stats.mean,
+                                 tokens, unknown=unknown, selected_token=token, selected_feature=feature,
+                                 notation=notation), key="fig5_chart", config=PLOT_CONFIG)
+orientation = ("Paper notation: X is D × N, features down the rows and tokens across, as in seed 001."
+               if notation == "paper" else "Common notation: X is N × D, one row per token.")
+st.caption(f"Both panels start from the same vectors (the input of {where}), before γ and β. **TokenNorm** "
+           f"averages over {token_stats.over}: every token ends with mean 0 (outlined: token `{labels[token]}`). "
+           f"**BatchNorm** averages over {batch_stats.over}: every feature ends with mean 0 across the tokens "
+           f"(outlined: feature {feature}), so a token's result depends on the other tokens in the batch — and, in a "
+           f"causal model, on tokens after it. {orientation} Colours are clipped at ±3.")
+
+setting_label = f"{card.name}, {where}, text: {text!r}"
+st.download_button("Download these numbers (.csv)", long_csv(view, tokens, setting_label),
+                   file_name=f"tokennorm_{card.name}_{view.site}.csv", mime="text/csv", on_click="ignore",
+                   key="download_csv", help="One row per token and feature: before, mean, std, standardised, γ, β, "
+                                            "after.")

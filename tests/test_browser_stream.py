@@ -1,0 +1,56 @@
+"""The residual stream and TokenNorm pages in the real app (`streamlit run app.py`) in the system Chromium.
+
+Run with `pytest -m browser tests/test_browser_stream.py`. Reuses the server, page and screenshot fixtures of
+tests/test_browser.py (the app on small random models). Skipped until app.py's navigation lists both pages."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("_attention_lab_test_browser", Path(__file__).with_name("test_browser.py"))
+_browser = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_browser)
+server, page, shoot, wait_idle = _browser.server, _browser.page, _browser.shoot, _browser.wait_idle  # fixtures
+CHART, ERROR = _browser.CHART, _browser.ERROR
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(_browser.CHROMIUM).exists(), reason="no Chromium"),
+              pytest.mark.skipif(not all(f'url_path="{p}"' in APP.read_text() for p in ("residual", "tokennorm")),
+                                 reason="app.py's navigation does not list the residual and tokennorm pages yet")]
+
+
+def load(page, url: str, charts: int) -> None:
+    page.goto(url)
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {charts}")
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+
+
+def test_residual_stream_page_in_the_browser(server, page, shoot):
+    load(page, f"{server}/residual", 4)
+    assert page.get_by_text("max |Σ parts − stream|").count() == 1
+    shoot(page, "residual_1_default")
+    load(page, f"{server}/residual?temperature=0.3&position=3:+to", 4)
+    assert page.get_by_text("T = 0.3").count() >= 1
+    shoot(page, "residual_2_temperature")
+    text = page.get_by_role("textbox", name="Text", exact=True)
+    text.fill("")
+    text.press("Control+Enter")
+    page.get_by_text("the text is empty").wait_for()
+    assert page.locator(ERROR).count() == 0 and page.locator(CHART).count() == 0
+
+
+def test_token_norm_page_in_the_browser(server, page, shoot):
+    load(page, f"{server}/tokennorm", 3)
+    shoot(page, "tokennorm_1_default")
+    page.get_by_test_id("stSidebar").get_by_text("paper", exact=True).click()
+    page.wait_for_function("() => document.body.innerText.includes('Paper notation: X is D × N')")
+    wait_idle(page)
+    assert "notation=paper" in page.url and page.locator(ERROR).count() == 0
+    page.get_by_text("ln2", exact=True).click()
+    page.wait_for_function("() => document.body.innerText.includes('layer 0, ln2')")
+    wait_idle(page)
+    assert "norm=ln2" in page.url and page.locator(ERROR).count() == 0
+    shoot(page, "tokennorm_2_paper_ln2")

@@ -1,0 +1,399 @@
+"""Tests for the shape generator, ViT patching and safe upload loading.
+
+Every file fed to ``load_image`` is generated here with Pillow or raw bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from PIL import ExifTags, Image, features
+
+from core.data.images import (
+    CLASSES,
+    HELDOUT_SEED,
+    IMAGE_SIZE,
+    TRAIN_SEED,
+    ShapeSample,
+    generate_dataset,
+    generate_sample,
+)
+from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
+from core.patches import (
+    images_to_tensor,
+    mask_to_patch_fraction,
+    patch_grid,
+    patchify,
+    unpatchify,
+)
+
+RED, BLUE, GREEN, WHITE = (255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 255, 255)
+
+
+# --- patches -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("batch", "channels", "height", "width", "patch"),
+    [(2, 3, 32, 32, 4), (1, 1, 8, 12, 4), (3, 3, 32, 32, 8), (2, 2, 6, 10, 2), (1, 3, 5, 5, 1)],
+)
+def test_patchify_round_trip(
+    batch: int, channels: int, height: int, width: int, patch: int
+) -> None:
+    images = torch.randn(batch, channels, height, width, generator=torch.Generator().manual_seed(0))
+    patches = patchify(images, patch)
+    rows, cols = patch_grid(height, width, patch)
+    assert patches.shape == (batch, rows * cols, channels * patch * patch)
+    assert torch.equal(unpatchify(patches, patch, channels, height, width), images)
+
+
+def test_patch_order_is_row_major_and_each_patch_is_its_image_slice() -> None:
+    images = torch.randn(2, 3, 8, 12, generator=torch.Generator().manual_seed(1))
+    patch = 4
+    patches = patchify(images, patch)
+    rows, cols = patch_grid(8, 12, patch)
+    for row in range(rows):
+        for col in range(cols):
+            piece = images[:, :, row * patch : (row + 1) * patch, col * patch : (col + 1) * patch]
+            assert torch.equal(patches[:, row * cols + col], piece.reshape(2, -1))
+
+
+def test_patchify_rejects_sizes_not_divisible_by_patch() -> None:
+    with pytest.raises(ValueError, match="not divisible by patch size 4"):
+        patchify(torch.zeros(1, 3, 32, 30), 4)
+    with pytest.raises(ValueError, match="not divisible"):
+        patch_grid(30, 32, 4)
+
+
+def test_unpatchify_rejects_mismatched_shape() -> None:
+    with pytest.raises(ValueError, match="do not fit"):
+        unpatchify(torch.zeros(1, 63, 48), 4, 3, 32, 32)
+
+
+def test_images_to_tensor_scales_and_reorders() -> None:
+    images = np.zeros((2, 4, 6, 3), dtype=np.uint8)
+    images[1, 2, 5] = (255, 51, 0)
+    tensor = images_to_tensor(images)
+    assert tensor.shape == (2, 3, 4, 6) and tensor.dtype == torch.float32
+    assert torch.allclose(tensor[1, :, 2, 5], torch.tensor([1.0, 0.2, 0.0]))
+    assert tensor.sum() == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="uint8"):
+        images_to_tensor(images.astype(np.float32))
+
+
+def test_mask_to_patch_fraction() -> None:
+    mask = np.zeros((8, 8), dtype=bool)
+    mask[0:4, 0:4] = True  # all of patch 0
+    mask[4, 4:6] = True  # 2 of 16 pixels of patch 3
+    fraction = mask_to_patch_fraction(mask, 4)
+    assert fraction.shape == (4,)
+    np.testing.assert_allclose(fraction, [1.0, 0.0, 0.0, 2 / 16])
+    _, _, masks = generate_dataset(5, seed=3)
+    for sample_mask in masks:
+        fraction = mask_to_patch_fraction(sample_mask, 4)
+        assert fraction.sum() * 16 == pytest.approx(sample_mask.sum())
+        assert ((fraction >= 0) & (fraction <= 1)).all()
+
+
+# --- synthetic shapes ----------------------------------------------------------
+
+
+def test_generate_dataset_shapes_and_types() -> None:
+    images, labels, masks = generate_dataset(12, seed=TRAIN_SEED)
+    assert images.shape == (12, IMAGE_SIZE, IMAGE_SIZE, 3) and images.dtype == np.uint8
+    assert labels.shape == (12,) and labels.dtype == np.int64
+    assert masks.shape == (12, IMAGE_SIZE, IMAGE_SIZE) and masks.dtype == np.bool_
+    assert ((labels >= 0) & (labels < len(CLASSES))).all()
+
+
+def test_generator_is_deterministic_by_seed_and_ignores_global_state() -> None:
+    np.random.seed(123)
+    first = generate_dataset(20, seed=TRAIN_SEED)
+    np.random.seed(456)
+    second = generate_dataset(20, seed=TRAIN_SEED)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    sample = generate_sample(np.random.default_rng(TRAIN_SEED))
+    assert isinstance(sample, ShapeSample)
+    np.testing.assert_array_equal(sample.image, first[0][0])
+    np.testing.assert_array_equal(sample.mask, first[2][0])
+    assert sample.label == first[1][0]
+
+
+def test_different_seeds_give_different_data() -> None:
+    train_images, _, _ = generate_dataset(20, seed=TRAIN_SEED)
+    heldout_images, _, _ = generate_dataset(20, seed=HELDOUT_SEED)
+    assert not np.array_equal(train_images, heldout_images)
+
+
+def test_labels_are_roughly_balanced() -> None:
+    _, labels, _ = generate_dataset(600, seed=TRAIN_SEED)
+    counts = np.bincount(labels, minlength=len(CLASSES))
+    expected = len(labels) / len(CLASSES)
+    assert (counts > 0.6 * expected).all() and (counts < 1.4 * expected).all()
+
+
+def test_masks_are_nonempty_plausible_and_stand_out() -> None:
+    images, _, masks = generate_dataset(60, seed=HELDOUT_SEED)
+    areas = masks.sum(axis=(1, 2))
+    assert (areas >= 20).all(), "every object covers a visible area"
+    assert (areas <= 0.6 * IMAGE_SIZE * IMAGE_SIZE).all(), "no object fills the image"
+    for image, mask in zip(images.astype(np.float64), masks):
+        object_colour = image[mask].mean(axis=0)
+        background_colour = np.median(image[~mask], axis=0)
+        contrast = np.linalg.norm(object_colour - background_colour)
+        assert contrast > 80, "the object stands out from its background"
+
+
+# --- load_image: helpers --------------------------------------------------------
+
+
+def _encode(image: Image.Image, fmt: str, **options: object) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+Colour = int | tuple[int, ...]
+
+
+def _halves(size: tuple[int, int], left: Colour, right: Colour, mode: str = "RGB") -> Image.Image:
+    """Image whose left half has colour ``left`` and right half colour ``right``."""
+    image = Image.new(mode, size, left)
+    image.paste(right, (size[0] // 2, 0, size[0], size[1]))
+    return image
+
+
+def _noise(size: tuple[int, int] = (64, 64)) -> Image.Image:
+    pixels = np.random.default_rng(0).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    return Image.fromarray(pixels)
+
+
+def _png_chunk(kind: bytes, payload: bytes) -> bytes:
+    crc = zlib.crc32(kind + payload)
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", crc)
+
+
+def _one_bit_png(width: int, height: int, pixel_data: bytes) -> bytes:
+    """A 1-bit grayscale PNG whose header claims ``width`` x ``height``."""
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", zlib.compress(pixel_data, 9))
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def _bomb_png(width: int, height: int) -> bytes:
+    """A valid PNG of ``width`` x ``height`` black pixels: tiny file, huge when decoded."""
+    row = b"\x00" * (1 + (width + 7) // 8)  # filter byte + packed bits
+    return _one_bit_png(width, height, row * height)
+
+
+def _assert_ready(loaded: LoadedImage) -> np.ndarray:
+    """Check the model-ready contract and return the array as float for comparisons."""
+    assert isinstance(loaded, LoadedImage)
+    assert loaded.array.shape == (32, 32, 3) and loaded.array.dtype == np.uint8
+    return loaded.array.astype(np.float64)
+
+
+def _close(pixel: np.ndarray, colour: tuple[int, int, int], tolerance: float = 40) -> bool:
+    return bool(np.abs(pixel - np.array(colour)).max() <= tolerance)
+
+
+# --- load_image: refused inputs ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "empty"),
+        (b"hello, this is a text file\n", "PNG, JPEG, GIF, BMP or WebP"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\n", "not a supported image"),
+        (np.random.default_rng(0).bytes(4096), "not a supported image"),
+        (b"\x89PNG\r\n\x1a\n" + bytes(MAX_UPLOAD_BYTES), "limit is 5 MB"),
+    ],
+    ids=["empty", "text", "pdf", "random-bytes", "too-many-bytes"],
+)
+def test_non_images_are_refused(data: bytes, message: str) -> None:
+    with pytest.raises(ImageInputError, match=message):
+        load_image(data)
+
+
+@pytest.mark.parametrize("fmt", ["TIFF", "ICO", "PPM"])
+def test_other_formats_are_refused_naming_allowed_ones(fmt: str) -> None:
+    with pytest.raises(ImageInputError, match="PNG, JPEG, GIF, BMP or WebP"):
+        load_image(_encode(_noise(), fmt))
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_truncated_files_are_refused(fmt: str) -> None:
+    data = _encode(_noise(), fmt)
+    for cut in (len(data) // 2, 60):
+        with pytest.raises(ImageInputError):
+            load_image(data[:cut])
+
+
+def test_decompression_bomb_is_refused_before_decoding() -> None:
+    bomb = _bomb_png(10_000, 9_000)  # 90 megapixels in about 10 KB
+    assert len(bomb) < 100_000
+    with pytest.raises(ImageInputError, match="too many pixels"):
+        load_image(bomb)
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+def test_huge_dimensions_are_refused() -> None:
+    with pytest.raises(ImageInputError, match="7000×7000 pixels; the limit is 40 megapixels"):
+        load_image(_bomb_png(7_000, 7_000))  # over our limit, under Pillow's error threshold
+    with pytest.raises(ImageInputError, match="too many pixels"):
+        load_image(_one_bit_png(100_000, 100_000, b""))  # claims 10 gigapixels, holds none
+
+
+@pytest.mark.parametrize("size", [(1, 1), (7, 7), (200, 5)])
+def test_tiny_images_are_refused(size: tuple[int, int]) -> None:
+    with pytest.raises(ImageInputError, match="at least 8×8"):
+        load_image(_encode(Image.new("RGB", size, RED), "PNG"))
+
+
+# --- load_image: converted inputs -------------------------------------------------
+
+
+def test_plain_rgb_png_is_resized_with_a_note() -> None:
+    loaded = load_image(_encode(_halves((64, 64), RED, BLUE), "PNG"))
+    array = _assert_ready(loaded)
+    assert loaded.original_size == (64, 64)
+    assert loaded.notes == ["resized from 64×64 to 32×32"]
+    assert _close(array[:, :14].mean(axis=(0, 1)), RED, 5)
+    assert _close(array[:, 18:].mean(axis=(0, 1)), BLUE, 5)
+
+
+def test_exact_size_image_is_unchanged() -> None:
+    pixels = np.asarray(_noise((32, 32)))
+    loaded = load_image(_encode(Image.fromarray(pixels), "PNG"))
+    assert loaded.notes == []
+    np.testing.assert_array_equal(loaded.array, pixels)
+
+
+def test_non_square_image_is_centre_cropped() -> None:
+    image = Image.new("RGB", (640, 480), GREEN)
+    image.paste(RED, (80, 0, 560, 480))  # the centre square is red, the sides green
+    loaded = load_image(_encode(image, "JPEG", quality=95))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["resized from 640×480 to 32×32 (centre crop to square first)"]
+    assert _close(array[:, 1:-1].reshape(-1, 3).mean(axis=0), RED, 20)
+    assert array[:, :, 1].max() < 100, "no green from the cropped-off sides"
+
+
+def test_small_image_is_enlarged() -> None:
+    loaded = load_image(_encode(Image.new("RGB", (8, 8), BLUE), "PNG"))
+    assert _close(_assert_ready(loaded).mean(axis=(0, 1)), BLUE, 1)
+    assert loaded.notes == ["resized from 8×8 to 32×32"]
+
+
+def test_grayscale_becomes_equal_rgb_channels() -> None:
+    loaded = load_image(_encode(_halves((32, 32), 30, 220, "L"), "PNG"))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["converted from grayscale"]
+    assert (array[..., 0] == array[..., 1]).all() and (array[..., 1] == array[..., 2]).all()
+    assert array[0, 0, 0] == 30 and array[0, 31, 0] == 220
+
+
+def test_grayscale_with_alpha_is_flattened_onto_white() -> None:
+    loaded = load_image(_encode(_halves((32, 32), (0, 0), (0, 255), "LA"), "PNG"))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["converted from grayscale", "flattened transparency onto white"]
+    assert _close(array[:, :16].mean(axis=(0, 1)), WHITE, 0)
+    assert _close(array[:, 16:].mean(axis=(0, 1)), (0, 0, 0), 0)
+
+
+def test_rgba_transparency_is_flattened_onto_white() -> None:
+    loaded = load_image(_encode(_halves((32, 32), (255, 0, 0, 0), (0, 0, 255, 255), "RGBA"), "PNG"))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["flattened transparency onto white"]
+    assert _close(array[:, :16].mean(axis=(0, 1)), WHITE, 0)
+    assert _close(array[:, 16:].mean(axis=(0, 1)), BLUE, 0)
+
+
+def test_opaque_rgba_gets_no_transparency_note() -> None:
+    opaque = _halves((32, 32), (255, 0, 0, 255), (0, 0, 255, 255), "RGBA")
+    loaded = load_image(_encode(opaque, "PNG"))
+    assert loaded.notes == []
+    assert _close(_assert_ready(loaded)[0, 0], RED, 0)
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "GIF"])
+def test_palette_with_transparency_is_flattened_onto_white(fmt: str) -> None:
+    image = _halves((32, 32), 0, 1, "P")
+    image.putpalette([*RED, *BLUE])
+    loaded = load_image(_encode(image, fmt, transparency=0))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["converted from palette colours", "flattened transparency onto white"]
+    assert _close(array[:, :16].mean(axis=(0, 1)), WHITE, 0)
+    assert _close(array[:, 16:].mean(axis=(0, 1)), BLUE, 0)
+
+
+def test_cmyk_jpeg_is_converted() -> None:
+    cmyk_red = (0, 255, 255, 0)  # no cyan, full magenta and yellow
+    loaded = load_image(_encode(Image.new("CMYK", (32, 32), cmyk_red), "JPEG", quality=95))
+    assert loaded.notes == ["converted from CMYK"]
+    assert _close(_assert_ready(loaded).mean(axis=(0, 1)), RED, 10)
+
+
+def test_sixteen_bit_png_is_scaled_not_clipped() -> None:
+    pixels = np.full((32, 32), 65535, dtype=np.uint16)
+    pixels[:, 16:] = 128 * 257  # mid-grey in 16 bits: clipping would give 255
+    image = Image.fromarray(pixels)
+    assert image.mode.startswith("I;16")
+    loaded = load_image(_encode(image, "PNG"))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["scaled 16-bit to 8-bit"]
+    assert (array[:, :16] == 255).all() and (array[:, 16:] == 128).all()
+
+
+def test_one_bit_image_is_converted() -> None:
+    loaded = load_image(_encode(_halves((32, 32), 1, 0, "1"), "PNG"))
+    array = _assert_ready(loaded)
+    assert loaded.notes == ["converted from 1-bit black and white"]
+    assert (array[:, :16] == 255).all() and (array[:, 16:] == 0).all()
+
+
+def test_animated_gif_uses_first_frame() -> None:
+    frames = [Image.new("RGB", (32, 32), colour) for colour in (RED, BLUE, GREEN)]
+    data = _encode(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    loaded = load_image(data)
+    assert "used the first frame of an animated GIF" in loaded.notes
+    assert _close(_assert_ready(loaded).mean(axis=(0, 1)), RED, 10)
+
+
+def test_exif_orientation_is_applied() -> None:
+    landscape = _halves((64, 32), RED, BLUE)  # red on the left
+    exif = Image.Exif()
+    exif[ExifTags.Base.Orientation] = 6  # viewers rotate 90° clockwise: red ends up on top
+    loaded = load_image(_encode(landscape, "JPEG", quality=95, exif=exif))
+    array = _assert_ready(loaded)
+    assert loaded.original_size == (32, 64)
+    assert loaded.notes == [
+        "rotated by its EXIF orientation",
+        "resized from 32×64 to 32×32 (centre crop to square first)",
+    ]
+    assert _close(array[:12].mean(axis=(0, 1)), RED, 30)
+    assert _close(array[20:].mean(axis=(0, 1)), BLUE, 30)
+
+
+def test_bmp_is_accepted() -> None:
+    loaded = load_image(_encode(_halves((32, 32), RED, BLUE), "BMP"))
+    assert loaded.notes == []
+    assert _close(_assert_ready(loaded)[0, 0], RED, 0)
+
+
+@pytest.mark.skipif(not features.check("webp"), reason="Pillow built without WebP")
+def test_webp_is_accepted() -> None:
+    loaded = load_image(_encode(_halves((32, 32), RED, BLUE), "WEBP", lossless=True))
+    assert loaded.notes == []
+    assert _close(_assert_ready(loaded)[0, 0], RED, 0)

@@ -1,0 +1,174 @@
+"""The TokenNorm and residual stream pages under AppTest (tiny random models, so they run in seconds), and the
+figure builders they use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.figures.stream import logit_lens_heatmap, norm_axes_figure
+from core.lens import batchnorm_statistics, tokennorm_statistics
+from tiny_models import write_tiny_models
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN_NORM = str(ROOT / "pages" / "token_norm.py")
+RESIDUAL = str(ROOT / "pages" / "residual_stream.py")
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    return write_tiny_models(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def app(models_dir, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+
+    def start(page: str, **params: str) -> AppTest:
+        at = AppTest.from_file(page, default_timeout=60)
+        for key, value in params.items():
+            at.query_params[key] = value
+        return at.run()
+    return start
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("plotly_chart"))
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# TokenNorm page
+# ---------------------------------------------------------------------------------------------------------
+
+def test_token_norm_page_renders_its_charts(app):
+    at = app(TOKEN_NORM)
+    ok(at)
+    assert len(charts(at)) == 3  # statistics, one token, figure 5
+    assert at.radio(key="norm").value == "ln1" and at.radio(key="layer").value == 0
+    assert len(at.get("download_button")) == 1
+    assert "12 tokens" in " ".join(c.value for c in at.caption)
+
+
+def test_token_norm_page_follows_layer_site_token_and_notation(app):
+    at = app(TOKEN_NORM)
+    before = charts(at)[1].proto.spec
+    at.radio(key="layer").set_value(1).run()
+    ok(at)
+    assert charts(at)[1].proto.spec != before
+    at.radio(key="norm").set_value("ln_final").run()
+    ok(at)
+    assert at.radio(key="layer").disabled and "ln_final" in " ".join(c.value for c in at.caption)
+    at.selectbox(key="token").set_value(3).run()
+    at.sidebar.radio(key="notation").set_value("paper").run()
+    ok(at)
+    assert "Paper notation" in " ".join(c.value for c in at.caption)
+    at.text_area(key="text").set_value("mary found the key").run()
+    ok(at)
+    assert "5 tokens" in " ".join(c.value for c in at.caption)
+
+
+def test_token_norm_page_on_a_post_ln_model_has_no_final_norm(app):
+    at = app(TOKEN_NORM, model="post-ln")
+    ok(at)
+    assert at.radio(key="norm").options == ["ln1", "ln2"]
+    assert any("post-LN" in info.value for info in at.info)
+
+
+def test_token_norm_page_reads_the_url(app):
+    at = app(TOKEN_NORM, layer="L1", norm="ln2", token="2: keys", feature="5")
+    ok(at)
+    assert (at.radio(key="layer").value, at.radio(key="norm").value, at.selectbox(key="token").value,
+            at.number_input(key="feature").value) == (1, "ln2", 2, 5)
+    at = app(TOKEN_NORM, layer="L9", norm="nonsense", token="99: x")  # invalid values fall back to the defaults
+    ok(at)
+    assert (at.radio(key="layer").value, at.radio(key="norm").value, at.selectbox(key="token").value) == (0, "ln1", 1)
+
+
+@pytest.mark.parametrize("page", [TOKEN_NORM, RESIDUAL])
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_empty_text_shows_an_error_not_an_exception(app, page, text):
+    at = app(page)
+    at.text_area(key="text").set_value(text).run()
+    assert not at.exception
+    assert at.error and "empty" in at.error[0].value
+    assert not charts(at)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Residual stream page
+# ---------------------------------------------------------------------------------------------------------
+
+def test_residual_page_renders_and_shows_the_sum_is_exact(app):
+    at = app(RESIDUAL)
+    ok(at)
+    assert len(charts(at)) == 4  # norms, contributions, logit lens, prediction
+    difference = next(m for m in at.metric if "Σ parts" in m.label)
+    assert float(difference.value) < 1e-4
+    assert len(at.get("download_button")) == 2
+
+
+def test_residual_page_temperature_and_position_change_the_prediction(app):
+    at = app(RESIDUAL)
+    before = charts(at)[-1].proto.spec
+    at.slider(key="temperature").set_value(0.0).run()
+    ok(at)
+    after = charts(at)[-1].proto.spec
+    assert after != before and "T = 0" in after
+    at.selectbox(key="position").set_value(2).run()
+    ok(at)
+    assert charts(at)[-1].proto.spec != after
+    at.text_area(key="text").set_value("mary found the key").run()
+    ok(at)
+    assert len(charts(at)) == 4
+
+
+def test_residual_page_reads_the_url(app):
+    at = app(RESIDUAL, temperature="0.5", top_k="3", position="2: keys")
+    ok(at)
+    assert (at.slider(key="temperature").value, at.slider(key="top_k").value,
+            at.selectbox(key="position").value) == (0.5, 3, 2)
+
+
+def test_residual_page_on_post_ln_and_masked_token_models(app):
+    at = app(RESIDUAL, model="post-ln")
+    ok(at)
+    assert any("post-LN" in info.value for info in at.info)
+    assert len(charts(at)) == 3  # no decomposition chart
+    at = app(RESIDUAL, model="mlm-learned")
+    ok(at)
+    assert "masked token" in charts(at)[-1].proto.spec
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------------------
+
+def test_figure_5_view_shows_x_transposed_in_paper_notation():
+    x = np.random.default_rng(0).normal(size=(5, 8))
+    token, batch = tokennorm_statistics(x), batchnorm_statistics(x)
+    tokens = ["[BOS]", "a", "b", "a", "c"]
+    common = norm_axes_figure(token.normalized, batch.normalized, token.mean, batch.mean, tokens)
+    paper = norm_axes_figure(token.normalized, batch.normalized, token.mean, batch.mean, tokens, notation="paper",
+                             selected_token=2)
+    assert np.asarray(common.data[0].z).shape == (5, 8) and np.asarray(paper.data[0].z).shape == (8, 5)
+    token_box = paper.layout.shapes[0]
+    assert (token_box.x0, token_box.x1) == (1.5, 2.5)  # paper: the token is a column
+    with pytest.raises(ValueError):
+        norm_axes_figure(token.normalized, batch.normalized, token.mean, batch.mean, tokens, notation="rows")
+
+
+def test_logit_lens_figure_turns_a_long_text_so_tokens_run_down():
+    probs = np.random.default_rng(1).random((3, 30, 2))
+    guesses = [[["a", "b"]] * 30] * 3
+    long = logit_lens_heatmap(probs, guesses, ["w"] * 30, ["embed", "after L0", "after L1"])
+    short = logit_lens_heatmap(probs[:, :5], [row[:5] for row in guesses], ["w"] * 5, ["embed", "after L0", "after L1"])
+    assert np.asarray(long.data[0].z).shape == (30, 3) and np.asarray(short.data[0].z).shape == (3, 5)
+    assert len(set(long.data[0].y)) == 30  # repeated tokens stay apart (numbered labels)
