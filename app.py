@@ -12,6 +12,7 @@ PAGES = [
     st.Page("pages/text_explorer.py", title="Text explorer", icon=":material/text_fields:", default=True),
     st.Page("pages/residual_stream.py", title="Residual stream", icon=":material/stacked_line_chart:", url_path="residual"),
     st.Page("pages/token_norm.py", title="TokenNorm", icon=":material/straighten:", url_path="tokennorm"),
+    st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", url_path="image"),
     # st.Page("pages/<name>.py", title="...", icon="...", url_path="<name>"),
 ]
 

@@ -141,9 +141,9 @@ def greedy_answer(model: Transformer, ids: list[int], n_tokens: int) -> list[int
 
 
 @torch.no_grad()
-def evaluate_algorithmic(model: Transformer, tokenizer: TextTokenizer, task: str) -> dict:
+def evaluate_algorithmic(model: Transformer, tokenizer: TextTokenizer, task: str, n: int = 200) -> dict:
     """Exact match (greedy), per-token accuracy (teacher forced) and the task's best-head attention score."""
-    examples = algorithmic.generate(task, 200, HELDOUT_SEED)
+    examples = algorithmic.generate(task, n, HELDOUT_SEED)
     exact = token_hits = token_total = 0
     head_scores = []
     score = induction_score if task == "copy" else mirrored_score

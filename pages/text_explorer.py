@@ -1,7 +1,11 @@
 """Text explorer: type a sentence and see what every attention head of a bundled text model does with it.
 
 URL parameters (all widgets are bound): model, notation (sidebar); text, mask, window, stride, pe, apply, compare,
-layer, head.
+layer, head (the chosen head), qk_query, qk_key (the score taken apart), lines_layer, lines_heads, lines_token (the
+head view), rollout_residual (the rollout).
+
+The chosen head, the head view and the rollout are fragments: changing their own controls reruns only them. The
+score breakdown is a fragment inside the chosen head's, so it follows the layer and head picked there.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.analysis import head_summaries  # noqa: E402
-from core.figures.attention import (difference_heatmap, head_heatmap, oriented, small_multiples,  # noqa: E402
-                                    token_labels)
+from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
+from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, difference_heatmap, head_heatmap,  # noqa: E402
+                                    head_lines, oriented, png_config, qk_products_bar, rollout_heatmap,
+                                    small_multiples, softmax_row_bar, token_labels)
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
                            get_recording, model_picker, notation_switch, show_input_error, text_cards,
@@ -33,6 +38,8 @@ NOTATION_CAPTIONS = {
              "n′; **each column sums to 1**. This is the transpose of the common layout.",
 }
 MASKED_NOTE = "Grey hatched cells are **masked**: the query may not see that key, its weight is exactly 0."
+PNG_NOTE = (":material/photo_camera: Every chart's toolbar (top right) has a camera button, **Download plot as a PNG**, that saves it as a "
+            "PNG image; it works offline, in the browser.")
 
 
 def mask_label(card, kind: str) -> str:
@@ -120,10 +127,30 @@ def npz_bytes(recording: Recording) -> bytes:
     return buffer.getvalue()
 
 
+def model_name(recording: Recording) -> str:
+    return recording.meta.get("model") or "recording"
+
+
+def downloads(recording: Recording, layer: int, head: int, notation: str) -> None:
+    """The .npz and .csv download buttons, side by side while they fit, full labels (wrapped, never cut)."""
+    with st.container(horizontal=True, gap="small"):
+        st.download_button("⬇ Download the recording (.npz)", lambda: npz_bytes(recording),
+                           file_name=f"{model_name(recording)}.npz", mime="application/octet-stream",
+                           on_click="ignore", key="download_npz", wrap=True,
+                           help="Every recorded array under its TransformerLens-style hook name, plus a JSON `meta`.")
+        st.download_button(f"⬇ Download this pattern, L{layer} H{head} (.csv)",
+                           pattern_csv(recording, layer, head, notation),
+                           file_name=f"pattern_L{layer}_H{head}_{notation}.csv", mime="text/csv",
+                           on_click="ignore", key="download_csv", wrap=True,
+                           help="The weights of the chosen head as a table, laid out as in the chart "
+                                "(the notation switch decides which way).")
+
+
 @st.fragment
-def head_view(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str) -> None:
-    """Layer and head pickers, the chosen head's heatmap (and, comparing, the baseline and the difference),
-    downloads. A fragment: changing layer or head reruns only this part."""
+def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str) -> None:
+    """Layer and head pickers, the chosen head's heatmap (and, comparing, the baseline and the difference), all
+    heads, downloads, then the score breakdown of that head. A fragment: changing layer or head (or opening a
+    head from the overview) reruns only this part."""
     n_layers = recording.n_layers if baseline is None else min(recording.n_layers, baseline.n_layers)
     n_heads = recording.config.n_heads if baseline is None else min(recording.config.n_heads, baseline.config.n_heads)
     col_layer, col_head = st.columns(2)
@@ -136,12 +163,20 @@ def head_view(recording: Recording, baseline: Recording | None, labels: tuple[st
     layer = 0 if layer is None else min(int(layer), n_layers - 1)
     head = 0 if head is None else min(int(head), n_heads - 1)
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-    chart_config = {"displaylogo": False}
+    name = model_name(recording)
     if baseline is None:
-        st.markdown(f"**Layer {layer}, head {head}** · {labels[1]}")
-        st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                     unknown=unknown, notation=notation),
-                        key="head_chart", config=chart_config)
+        col_main, col_all = st.columns([3, 2], gap="large")
+        with col_main:
+            st.markdown(f"**Layer {layer}, head {head}** · {labels[1]}")
+            st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+                                         unknown=unknown, notation=notation),
+                            key="head_chart", config=png_config(f"{name}_pattern_L{layer}_H{head}_{notation}"))
+            st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " Hover a cell for the query, key, "
+                       "weight and pre-softmax score.")
+            downloads(recording, layer, head, notation)
+        with col_all:
+            st.subheader("All heads")
+            overview(recording, notation, (layer, head))
     else:
         height = int(np.clip(22 * len(tokens) + 200, 420, 720))
         col_a, col_b, col_d = st.columns(3)
@@ -149,12 +184,12 @@ def head_view(recording: Recording, baseline: Recording | None, labels: tuple[st
             st.markdown(f"**A** · layer {layer}, head {head} · {labels[0]}")
             st.plotly_chart(head_heatmap(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
                                          unknown=unknown, notation=notation, height=height),
-                            key="head_chart_a", config=chart_config)
+                            key="head_chart_a", config=png_config(f"A_pattern_L{layer}_H{head}_{notation}"))
         with col_b:
             st.markdown(f"**B** · layer {layer}, head {head} · {labels[1]}")
             st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
                                          unknown=unknown, notation=notation, height=height),
-                            key="head_chart", config=chart_config)
+                            key="head_chart", config=png_config(f"B_pattern_L{layer}_H{head}_{notation}"))
         with col_d:
             st.markdown("**B − A** · red: B attends more, blue: A attends more")
             st.plotly_chart(difference_heatmap(baseline.pattern(layer)[head], recording.pattern(layer)[head],
@@ -162,20 +197,110 @@ def head_view(recording: Recording, baseline: Recording | None, labels: tuple[st
                                                masked_a=masked_of(baseline, layer),
                                                masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
                                                height=height),
-                            key="diff_chart", config=chart_config)
+                            key="diff_chart", config=png_config(f"B_minus_A_L{layer}_H{head}_{notation}"))
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
-    st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " Hover a cell for the query, key, weight and "
-               "pre-softmax score.")
-    col_npz, col_csv = st.columns(2)
-    col_npz.download_button("⬇ recording (.npz)", lambda: npz_bytes(recording),
-                            file_name=f"{recording.meta.get('model') or 'recording'}.npz",
-                            mime="application/octet-stream", on_click="ignore", key="download_npz",
-                            help="Every recorded array under its TransformerLens-style hook name, plus a JSON `meta`.")
-    col_csv.download_button("⬇ this pattern (.csv)", pattern_csv(recording, layer, head, notation),
-                            file_name=f"pattern_L{layer}_H{head}_{notation}.csv", mime="text/csv",
-                            on_click="ignore", key="download_csv")
+        st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " Hover a cell for the query, key, weight and "
+                   "pre-softmax score.")
+        downloads(recording, layer, head, notation)
+        st.subheader("All heads (B)")
+        overview(recording, notation, (layer, head))
+    st.caption(PNG_NOTE)
+    st.subheader("One score, step by step: q · k → weight")
+    score_breakdown(recording, layer, head, notation, compared=baseline is not None)
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if np.isneginf(value):
+        return "−∞"
+    return f"{value:.{digits}f}".replace("-", "−")
+
+
+def breakdown_markdown(b: QKBreakdown, notation: str, encoding: str = "") -> str:
+    """The chain from k·q to the weight, then the check against the recording, as markdown tables (numbers are
+    only formatted here; qk_breakdown computed them)."""
+    weight_name = "A_{n′,n}" if notation == "paper" else "A[n, n′]"
+    k = b.head_dim
+    rows = [("1 · dot product", f"k·q = Σ_i q_i k_i, over the K = {k} components", _number(b.dot)),
+            ("2 · scaling", f"k·q × 1/√K = {_number(b.dot)} × {b.scale:.4f}", _number(b.scaled))]
+    if b.bias is not None:
+        rows.append(("3 · position bias", f"+ b = {_number(b.bias)}, this head's {encoding or 'position'} bias",
+                     _number(b.scaled + b.bias)))
+    else:
+        rows.append(("3 · position bias", f"none: {encoding or 'this encoding'} adds no bias to the scores",
+                     _number(b.scaled)))
+    rows.append(("4 · mask", "allowed: the score s is kept" if b.allowed
+                 else "**masked**: the key is hidden from the query, s = −∞", _number(b.score)))
+    if b.allowed:
+        softmax = (f"exp(s − m) / Σ_n″ exp(s_n″ − m) = {b.numerator:.4g} / {b.denominator:.4g}, "
+                   f"m = {_number(b.row_max)} the row's largest score")
+    else:
+        softmax = "exp(−∞) = 0: a masked key gets no weight"
+    rows.append((f"5 · softmax → {weight_name}", softmax, f"**{_number(b.weight)}**"))
+    chain = "| step | computation | value |\n|:--|:--|--:|\n" + "\n".join(f"| {a} | {c} | {v} |" for a, c, v in rows)
+    check = ("\n\n| | computed here | recorded by the model | |\n|:--|--:|--:|:--|\n"
+             f"| score s | {_number(b.score, 6)} | {_number(b.recorded_score, 6)} `hook_attn_scores` | "
+             f"{'✓ equal' if b.score_matches else '✗ differ'}, \\|Δ\\| = {b.score_error:.1e} |\n"
+             f"| weight | {_number(b.weight, 6)} | {_number(b.recorded_weight, 6)} `hook_pattern` | "
+             f"{'✓ equal' if b.weight_matches else '✗ differ'}, \\|Δ\\| = {b.weight_error:.1e} |")
+    return chain + check
+
+
+@st.fragment
+def score_breakdown(recording: Recording, layer: int, head: int, notation: str, compared: bool = False) -> None:
+    """Query and key pickers and the chosen score taken apart (core.analysis.qk_breakdown): the vectors, their
+    products, the sum, the scaling, the bias, the mask, the softmax, checked against the recording."""
+    tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
+    n = len(tokens)
+    shown = token_labels(tokens, unknown)
+    plain = [label.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") for label in shown]
+    col_query, col_key = st.columns(2)
+    with col_query:
+        query = st.selectbox("Query token n (the one attending)", list(range(n)), index=n - 1,
+                             format_func=lambda i: f"{i}: {plain[i]}", key="qk_query", bind=BIND)
+    with col_key:
+        key = st.selectbox("Key token n′ (the one attended to)", list(range(n)), index=0,
+                           format_func=lambda i: f"{i}: {plain[i]}", key="qk_key", bind=BIND)
+    query = n - 1 if query is None else min(int(query), n - 1)
+    key = 0 if key is None else min(int(key), n - 1)
+    b = qk_breakdown(recording, layer, head, query, key)
+    where = f"layer {layer}, head {head}" + (" of B" if compared else "")
+    vectors = ("the **rotated** vectors: this model runs RoPE, so the scores use q and k after the rotation "
+               "(hook_rot_q, hook_rot_k), not hook_q, hook_k" if b.rotated
+               else "q = U_q x_n and k = U_k x_n′ as recorded (hook_q, hook_k)")
+    st.markdown(f"Query **{query}: {shown[query]}** and key **{key}: {shown[key]}** in {where} — seed 001 eqs. 5–6: "
+                f"the score is k·q/√K (+ a position bias), and the softmax over all keys n″ of the row gives the "
+                f"weight. q and k are {vectors}.")
+    col_vec, col_chain = st.columns(2, gap="large")
+    with col_vec:
+        columns = {"i": np.arange(b.head_dim), "q_i": b.q, "k_i": b.k, "q_i k_i": b.products}
+        if b.rotated:
+            columns.update({"q_i before RoPE": b.q_unrotated, "k_i before RoPE": b.k_unrotated})
+        st.dataframe(pd.DataFrame(columns).round(4), hide_index=True, height=min(35 * (b.head_dim + 1) + 3, 318),
+                     key="qk_vectors",
+                     column_config={"i": st.column_config.NumberColumn("i", help="component", width=40)})
+        st.caption(f"Summing the q_i k_i column gives **k·q = {_number(b.dot)}**."
+                   + (" RoPE rotates each pair of components by an angle that depends on the position, so the "
+                      "rotated q and k differ from hook_q and hook_k." if b.rotated else ""))
+    with col_chain:
+        st.markdown(breakdown_markdown(b, notation, recording.meta.get("pe", "")))
+        if not (b.score_matches and b.weight_matches):
+            st.error("The recomputed value differs from the recorded one: the recording and this breakdown "
+                     "disagree.", icon=":material/error:")
+    col_products, col_row = st.columns(2, gap="large")
+    with col_products:
+        st.plotly_chart(qk_products_bar(b.q, b.k, rotated=b.rotated), key="qk_products_chart",
+                        config=png_config(f"{model_name(recording)}_qk_L{layer}_H{head}_q{query}_k{key}", zoom=False))
+    with col_row:
+        st.plotly_chart(softmax_row_bar(b.row_weights, b.row_scores, tokens, key, unknown=unknown, query=query),
+                        key="qk_row_chart",
+                        config=png_config(f"{model_name(recording)}_softmax_L{layer}_H{head}_q{query}", zoom=False))
+    st.caption("Left: each component's contribution q_i k_i; their sum is the dot product. Right: the weights of "
+               "every key for this query (the chosen key in orange); they sum to 1 over the allowed keys. The "
+               "check recomputes everything in float64 from the recorded vectors; the model ran in float32.")
 
 
 def _open_head(source: str) -> None:
@@ -195,16 +320,81 @@ def _open_head(source: str) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
 
 
-def overview(recording: Recording, notation: str) -> None:
-    """Every layer x head as small multiples, with buttons that open one."""
+def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> None:
+    """Every layer x head as small multiples (the selected one outlined), with buttons that open one."""
     m, h = recording.n_layers, recording.config.n_heads
-    selected = (st.session_state.get("layer"), st.session_state.get("head"))
-    selected = tuple(int(v) for v in selected) if None not in selected else (0, 0)
     st.plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
                                     masked=masked_of(recording, 0), cell_px=int(np.clip(520 / h, 80, 150))),
-                    key="overview_chart", config={"displaylogo": False, "displayModeBar": False})
+                    key="overview_chart", config=png_config(f"{model_name(recording)}_all_heads_{notation}", zoom=False))
     st.pills("Open a head", [f"L{layer} H{head}" for layer in range(m) for head in range(h)], key="open_head",
              on_change=_open_head, args=("pills",), help="Shows it in full size.", wrap=True)
+
+
+@st.fragment
+def lines_section(recording: Recording, notation: str, compared: bool = False) -> None:
+    """The head view: a layer, some of its heads and optionally one token; lines from queries to keys."""
+    tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
+    n, m, h = len(tokens), recording.n_layers, recording.config.n_heads
+    plain = [label.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+             for label in token_labels(tokens, unknown)]
+    col_chart, col_controls = st.columns([3, 2], gap="large")
+    with col_controls:
+        layer = st.radio("Layer", list(range(m)), format_func=lambda i: f"L{i}", key="lines_layer", bind=BIND,
+                         horizontal=True)
+        heads = st.multiselect("Heads (one colour each)", list(range(h)), default=list(range(h)),
+                               format_func=lambda i: f"H{i}", key="lines_heads", bind=BIND,
+                               help="Colours from the Okabe–Ito palette, told apart by colour-blind readers too.")
+        token = st.selectbox("Show the lines of one query token", [None, *range(n)],
+                             format_func=lambda i: "all tokens" if i is None else f"{i}: {plain[i]}",
+                             key="lines_token", bind=BIND, help="Isolates the keys that this token attends to.")
+        layer = 0 if layer is None else min(int(layer), m - 1)
+        heads = sorted({int(x) for x in heads or [] if 0 <= int(x) < h})
+        token = None if token is None or not 0 <= int(token) < n else int(token)
+        side = ("queries n (the tokens attending) on the left, keys n′ on the right" if notation == "common" else
+                "keys n′ (the x_{n′} being mixed) on the left, queries n (y_n = Σ_n′ x_n′ A_n′,n) on the right")
+        swatches = " ".join(f"<span style='color:{HEAD_COLORS[x % len(HEAD_COLORS)]}'>■ H{x}</span>" for x in heads)
+        st.markdown(f"Each band joins a query to a key it reads; **its thickness is the weight** (weights under "
+                    f"{MIN_LINE_WEIGHT} are left out). Here: {side}. {swatches}", unsafe_allow_html=True)
+        st.caption("Click a head in the legend to hide it, double-click to show it alone; hover a band's end for "
+                   "its weight." + (" Showing B, the chosen setting." if compared else ""))
+    with col_chart:
+        if not heads:
+            st.info("Pick at least one head.", icon="ℹ️")
+            return
+        st.plotly_chart(head_lines(recording.pattern(layer), tokens, heads, unknown=unknown, query=token,
+                                   notation=notation, layer=layer),
+                        key="lines_chart",
+                        config=png_config(f"{model_name(recording)}_head_view_L{layer}_{notation}"))
+
+
+@st.fragment
+def rollout_section(recording: Recording, notation: str, compared: bool = False) -> None:
+    """Attention rollout over all layers, with the residual share as its one control."""
+    tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
+    col_chart, col_text = st.columns([3, 2], gap="large")
+    with col_text:
+        residual = st.slider("Residual share w", 0.0, 0.9, 0.5, 0.05, key="rollout_residual", bind=BIND,
+                             help="How much of each layer's mixing is the residual connection (identity). "
+                                  "Abnar & Zuidema use 0.5.")
+        residual = 0.5 if residual is None else float(residual)
+        matrix = rollout(recording.patterns(), residual_weight=residual)
+        sums = matrix.sum(axis=1)
+        along = "column" if notation == "paper" else "row"
+        m = recording.n_layers
+        product = (" ".join(f"Â_{i}" for i in reversed(range(m))) if m <= 3 else f"Â_{m - 1} ⋯ Â_1 Â_0")
+        st.markdown(
+            "**Attention rollout** (Abnar & Zuidema, 2020) follows attention through every layer: each layer's "
+            f"heads are averaged, Â_l = rows normalised ((1 − w) mean_h A_l,h + w I), the identity standing for "
+            f"the residual connection, and the layers are multiplied, {product}. Entry (n, n′) says how much "
+            f"output token n draws on input token n′ through attention alone.")
+        st.caption(f"**Each {along} sums to 1**: here the {along} sums run from {sums.min():.6f} to "
+                   f"{sums.max():.6f}. " + ("Paper notation: column n is output token n, rows are the inputs n′."
+                                            if notation == "paper" else
+                                            "Common notation: row n is output token n, columns are the inputs n′.")
+                   + (" Showing B, the chosen setting." if compared else ""))
+    with col_chart:
+        st.plotly_chart(rollout_heatmap(matrix, tokens, unknown=unknown, notation=notation), key="rollout_chart",
+                        config=png_config(f"{model_name(recording)}_rollout_{notation}"))
 
 
 def summaries_table(recording: Recording) -> None:
@@ -274,16 +464,10 @@ chosen_card = next((c for c in cards if c.name == chosen.model), card)
 labels = (own.describe(card), chosen.describe(chosen_card))
 st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")
 
-if baseline is None:
-    col_head, col_all = st.columns([3, 2], gap="large")
-    with col_head:
-        head_view(recording, None, labels, notation)
-    with col_all:
-        st.subheader("All heads")
-        overview(recording, notation)
-else:
-    head_view(recording, baseline, labels, notation)
-    st.subheader("All heads (B)")
-    overview(recording, notation)
+head_section(recording, baseline, labels, notation)
+st.subheader("Head view: who reads whom")
+lines_section(recording, notation, compared=baseline is not None)
+st.subheader("Attention rollout")
+rollout_section(recording, notation, compared=baseline is not None)
 st.subheader("Head summaries")
 summaries_table(recording)

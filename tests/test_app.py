@@ -59,11 +59,20 @@ def charts(at: AppTest) -> int:
     return len(at.get("plotly_chart"))
 
 
+# the chosen head, all heads, the score breakdown's products and softmax row, the head view, the rollout
+CHARTS = 6
+CHARTS_COMPARED = CHARTS + 2  # A, B and B - A instead of the one head
+
+
+def summary_table(at: AppTest):
+    return next(frame for frame in at.dataframe if len(frame.value) == 4 and "entropy (bits)" in frame.value)
+
+
 def test_page_renders_head_overview_and_summaries(app):
-    assert charts(app) == 2  # the chosen head and the small multiples
+    assert charts(app) == CHARTS
     assert app.text_area(key="text").value.startswith("the keys")
     assert app.selectbox(key="model").value == "lm-rope"
-    assert len(app.dataframe) == 1 and len(app.dataframe[0].value) == 4  # M=2 x H=2 heads
+    assert len(summary_table(app).value) == 4  # M=2 x H=2 heads
     assert "12 tokens" in " ".join(m.value for m in app.markdown)
 
 
@@ -106,10 +115,10 @@ def test_trained_model_mode_switches_to_the_bundled_model(app):
 def test_compare_mode_shows_both_settings_and_their_difference(app):
     app.toggle(key="compare").set_value(True).run()
     assert_ok(app)
-    assert charts(app) == 2 and app.info  # same setting twice: asks for another
+    assert charts(app) == CHARTS and app.info  # same setting twice: asks for another
     app.selectbox(key="mask").select("none").run()
     assert_ok(app)
-    assert charts(app) == 4  # A, B, B - A, overview
+    assert charts(app) == CHARTS_COMPARED
 
 
 def test_notation_switch_and_head_choice(app):
@@ -144,3 +153,104 @@ def test_emoji_rtl_and_control_characters(app, text):
     app.text_area(key="text").input(text).run()
     assert_ok(app)
     assert app.warning  # unknown tokens are flagged
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The score breakdown, the head view, the rollout, PNG export, the download buttons
+# ---------------------------------------------------------------------------------------------------------
+
+def chart_spec(at: AppTest, key: str) -> dict:
+    """The plotly figure (as JSON) of the chart with this key."""
+    import json
+    chart = next(c for c in at.get("plotly_chart") if c.proto.id.endswith(key))
+    return json.loads(chart.proto.spec)
+
+
+def markdown_text(at: AppTest) -> str:
+    return " ".join(m.value for m in at.markdown)
+
+
+def test_score_breakdown_shows_the_steps_and_matches_the_recording(app):
+    assert app.selectbox(key="qk_query").value == 11 and app.selectbox(key="qk_key").value == 0  # last, [BOS]
+    text = markdown_text(app)
+    assert "rotated" in text  # lm-rope: the scores use the rotated q and k
+    for step in ("dot product", "scaling", "position bias", "mask", "softmax"):
+        assert step in text
+    assert text.count("✓ equal") == 2 and "✗" not in text
+    assert "hook_attn_scores" in text and "hook_pattern" in text
+    vectors = next(frame for frame in app.dataframe if "q_i k_i" in frame.value)
+    assert len(vectors.value) == 16  # K = D / H = 32 / 2
+    assert "q_i before RoPE" in vectors.value
+
+
+def test_score_breakdown_follows_query_key_and_head(app):
+    app.selectbox(key="qk_query").select(3).run()
+    app.selectbox(key="qk_key").select(7).run()  # after the query: masked by the causal mask
+    assert_ok(app)
+    text = markdown_text(app)
+    assert "**masked**" in text and "−∞" in text and text.count("✓ equal") == 2
+    assert "Query **3: to** and key **7: are** in layer 0, head 0" in text
+    app.radio(key="layer").set_value(1).run()
+    app.radio(key="head").set_value(1).run()
+    app.selectbox(key="qk_key").select(2).run()
+    assert_ok(app)
+    text = markdown_text(app)
+    assert "in layer 1, head 1" in text and "allowed" in text and text.count("✓ equal") == 2
+    assert chart_spec(app, "qk_row_chart")["data"][0]["marker"]["color"][2] != \
+        chart_spec(app, "qk_row_chart")["data"][0]["marker"]["color"][1]  # the chosen key stands out
+
+
+def test_score_breakdown_without_rope_and_with_alibi(app):
+    app.selectbox(key="pe").select("alibi").run()
+    assert_ok(app)
+    text = markdown_text(app)
+    assert "rotated" not in text.split("q and k are")[1][:40] and "alibi" in text and text.count("✓ equal") == 2
+    vectors = next(frame for frame in app.dataframe if "q_i k_i" in frame.value)
+    assert "q_i before RoPE" not in vectors.value
+
+
+def test_head_view_heads_and_token(app):
+    assert app.multiselect(key="lines_heads").value == [0, 1]
+    assert [t["name"] for t in chart_spec(app, "lines_chart")["data"]] == ["H0", "H1"]
+    app.multiselect(key="lines_heads").set_value([1]).run()
+    assert_ok(app)
+    assert [t["name"] for t in chart_spec(app, "lines_chart")["data"]] == ["H1"]
+    app.selectbox(key="lines_token").select(4).run()
+    app.radio(key="lines_layer").set_value(1).run()
+    assert_ok(app)
+    spec = chart_spec(app, "lines_chart")
+    assert "layer 1" in spec["layout"]["title"]["text"] and "<b>" in spec["layout"]["yaxis"]["ticktext"][4]
+    app.multiselect(key="lines_heads").set_value([]).run()
+    assert_ok(app)
+    assert "Pick at least one head" in " ".join(i.value for i in app.info)
+
+
+def test_rollout_rows_sum_to_one_in_both_notations(app):
+    assert "Each row sums to 1" in " ".join(c.value for c in app.caption)
+    assert "from 1.000000 to 1.000000" in " ".join(c.value for c in app.caption)
+    app.slider(key="rollout_residual").set_value(0.2).run()
+    app.radio(key="notation").set_value("paper").run()
+    assert_ok(app)
+    assert "Each column sums to 1" in " ".join(c.value for c in app.caption)
+    assert "columns sum to 1" in chart_spec(app, "rollout_chart")["layout"]["xaxis"]["title"]["text"]
+
+
+def test_every_chart_offers_a_png_download_and_the_buttons_have_full_labels(app):
+    import json
+    for chart in app.get("plotly_chart"):
+        config = json.loads(chart.proto.config)
+        assert config["displayModeBar"] is True and config["toImageButtonOptions"]["format"] == "png"
+    assert "Download plot as a PNG" in " ".join(c.value for c in app.caption)
+    labels = [button.proto.label for button in app.get("download_button")]
+    assert labels == ["⬇ Download the recording (.npz)", "⬇ Download this pattern, L0 H0 (.csv)"]
+
+
+def test_new_sections_in_compare_mode(app):
+    app.toggle(key="compare").set_value(True).run()
+    app.selectbox(key="mask").select("none").run()
+    assert_ok(app)
+    assert "head 0 of B" in markdown_text(app)
+    app.selectbox(key="qk_query").select(2).run()
+    app.selectbox(key="qk_key").select(9).run()  # no mask in B: a later key is allowed
+    assert_ok(app)
+    assert "allowed" in markdown_text(app) and markdown_text(app).count("✓ equal") == 2

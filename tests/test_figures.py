@@ -6,8 +6,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from core.figures.attention import (difference_heatmap, head_heatmap, oriented, small_multiples,
-                                    token_label, token_labels)
+from core.figures.attention import (HEAD_COLORS, difference_heatmap, head_heatmap, head_lines, oriented,
+                                    png_config, qk_products_bar, rollout_heatmap, small_multiples,
+                                    softmax_row_bar, token_label, token_labels)
 
 TOKENS = ["[BOS]", "the", "keys", "are"]
 
@@ -56,7 +57,9 @@ def test_masked_cells_are_gaps_drawn_grey_and_hatched_not_small_weights():
     fill = next(t for t in fig.data if t.name == "masked")
     assert np.array_equal(np.isfinite(np.asarray(fill.z, dtype=float)), masked)
     hatch = next(t for t in fig.data if t.name == "masked hatch")
-    assert len(hatch.x) == masked.sum() and hatch.marker.symbol == "line-ne"
+    assert len(hatch.x) == 3 * masked.sum() and hatch.mode == "lines"  # a stroke per cell, one SVG path
+    assert np.isnan(np.asarray(hatch.x)[2::3]).all()
+    np.testing.assert_allclose(np.asarray(hatch.x)[0::3] + 0.35, np.nonzero(masked)[1])
     assert hatch.hoverinfo == "skip" and fill.hoverinfo == "skip"
     custom = np.asarray(weight_trace(fig).customdata)
     assert custom[0, 3, 3] == "−∞ (masked)" and custom[0, 3, 2] == "0 (masked)"
@@ -136,3 +139,130 @@ def test_token_labels_mark_unknown_and_make_odd_characters_visible_and_safe():
     assert token_label("שלום") == "שלום" and token_label("🐶", True) == "⟨🐶⟩?"
     assert len(token_label("x" * 100)) <= 14
     json.dumps(token_labels(["\u202e", "\u200b", "\ud800"]))  # bidi override, zero width, lone surrogate
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Head view, rollout, score breakdown charts, PNG config
+# ---------------------------------------------------------------------------------------------------------
+
+def layer_patterns(h: int = 3, n: int = 6, seed: int = 2) -> np.ndarray:
+    """[H, N, N] causal patterns with some tiny weights (< 0.01) to be dropped."""
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(scale=3.0, size=(h, n, n))
+    scores[:, np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] = -np.inf
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def bands(trace) -> int:
+    """Number of quadrilaterals in a head-view trace (5 points each: 4 corners and a NaN gap)."""
+    y = np.asarray(trace.y)
+    assert len(y) % 5 == 0 and np.isnan(y[4::5]).all()
+    return len(y) // 5
+
+
+LINE_TOKENS = ["[BOS]", "the", "keys", "to", "the", "table"]
+
+
+@pytest.mark.parametrize("heads", [[0], [0, 2], [2, 1, 0]])
+def test_head_lines_has_one_trace_per_selected_head_in_its_colour(heads):
+    fig = head_lines(layer_patterns(), LINE_TOKENS, heads)
+    assert len(fig.data) == len(heads)
+    assert [t.name for t in fig.data] == [f"H{h}" for h in heads]
+    assert [t.fillcolor for t in fig.data] == [HEAD_COLORS[h] for h in heads]
+    assert len(set(HEAD_COLORS)) == len(HEAD_COLORS)
+
+
+def test_head_lines_drops_weights_below_the_threshold_and_keeps_the_rest():
+    patterns = layer_patterns()
+    fig = head_lines(patterns, LINE_TOKENS, [0, 1, 2])
+    for h, trace in enumerate(fig.data):
+        kept = int((patterns[h] >= 0.01).sum())
+        assert kept < int((patterns[h] > 0).sum())  # the fixture has small weights to drop
+        assert bands(trace) == kept
+        custom = np.asarray(trace.customdata)
+        assert custom.dtype == np.int16 and custom[:, 2].min() >= 1  # weights in %, all >= 1 %
+        query, key = custom[0::5, 0], custom[0::5, 1]
+        np.testing.assert_allclose(custom[0::5, 2], np.rint(patterns[h][query, key] * 100))
+    assert len(head_lines(patterns, LINE_TOKENS, [0], min_weight=0.0).data[0].y) // 5 == 21  # all 6*7/2 causal
+
+
+def test_head_lines_thickness_is_the_weight_and_a_querys_bands_do_not_overlap():
+    patterns = layer_patterns(h=2)
+    trace = head_lines(patterns, LINE_TOKENS, [0, 1]).data[1]
+    y = np.asarray(trace.y, dtype=np.float64).reshape(-1, 5)
+    custom = np.asarray(trace.customdata).reshape(-1, 5, 3)[:, 0]
+    lane = 0.84 / 2
+    weights = patterns[1][custom[:, 0], custom[:, 1]]
+    np.testing.assert_allclose(y[:, 1] - y[:, 0], weights * lane, atol=2e-3)  # query end
+    np.testing.assert_allclose(y[:, 2] - y[:, 3], weights * lane, atol=2e-3)  # key end
+    for query in np.unique(custom[:, 0]):
+        ends = y[custom[:, 0] == query][:, :2]
+        assert (ends[1:, 0] >= ends[:-1, 1] - 1e-3).all()  # stacked, not overlapping
+
+
+def test_head_lines_isolates_one_query_and_marks_it():
+    patterns = layer_patterns()
+    fig = head_lines(patterns, LINE_TOKENS, [0, 1], query=4)
+    for h, trace in enumerate(fig.data):
+        custom = np.asarray(trace.customdata)
+        assert (custom[:, 0] == 4).all() and bands(trace) == int((patterns[h][4] >= 0.01).sum())
+    assert "<b>" in fig.layout.yaxis.ticktext[4] and "<b>" not in fig.layout.yaxis.ticktext[3]
+
+
+def test_head_lines_sides_follow_the_notation_and_input_is_checked():
+    patterns = layer_patterns()
+    common, paper = head_lines(patterns, LINE_TOKENS, [0]), head_lines(patterns, LINE_TOKENS, [0], notation="paper")
+    assert np.asarray(common.data[0].x)[0] == 0 and np.asarray(paper.data[0].x)[0] == 1  # query end's side
+    assert "query" in common.layout.title.text.split("⟶")[0] and "key" in paper.layout.title.text.split("⟶")[0]
+    assert [a.text for a in common.layout.annotations] == [f"{i}: {t}" for i, t in enumerate(LINE_TOKENS)]
+    assert len(head_lines(patterns, LINE_TOKENS, []).data) == 0
+    for bad in (dict(heads=[3]), dict(heads=[0], query=6)):
+        with pytest.raises(ValueError):
+            head_lines(patterns, LINE_TOKENS, **bad)
+    with pytest.raises(ValueError):
+        head_lines(patterns[0], LINE_TOKENS, [0])
+
+
+def test_head_lines_is_sent_compactly():
+    n = 100
+    patterns = layer_patterns(h=4, n=n)
+    fig = head_lines(patterns, [f"t{i}" for i in range(n)], [0, 1, 2, 3])
+    text = fig.to_json()
+    assert text.count("bdata") == 12  # x, y, customdata of each head as binary arrays
+    assert len(text) < 90 * sum(int((p >= 0.01).sum()) for p in patterns) + 40_000
+
+
+def test_rollout_heatmap_rows_sum_to_one_and_transposes_in_paper_notation():
+    from core.analysis import rollout
+    patterns = np.stack([layer_patterns(seed=s) for s in range(2)])  # [M=2, H=3, N, N]
+    matrix = rollout(patterns)
+    common = rollout_heatmap(matrix, LINE_TOKENS)
+    paper = rollout_heatmap(matrix, LINE_TOKENS, notation="paper")
+    np.testing.assert_allclose(np.asarray(common.data[0].z).sum(axis=1), 1, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(paper.data[0].z).sum(axis=0), 1, atol=1e-3)
+    assert "rows sum to 1" in common.layout.yaxis.title.text and "columns sum to 1" in paper.layout.xaxis.title.text
+    with pytest.raises(ValueError):
+        rollout_heatmap(matrix, LINE_TOKENS[:3])
+
+
+def test_breakdown_charts():
+    q, k = np.array([1.0, -2.0, 0.5]), np.array([0.5, 1.0, -4.0])
+    bars = qk_products_bar(q, k, rotated=True)
+    np.testing.assert_allclose(bars.data[0].y, q * k)
+    assert "-3.5000" in bars.layout.title.text and "rotated" in bars.layout.title.text
+    scores = np.array([0.2, 1.0, -np.inf])
+    weights = np.array([0.3, 0.7, 0.0])
+    row = softmax_row_bar(weights, scores, ["[BOS]", "a", "b"], key=1)
+    assert row.data[0].marker.color[1] != row.data[0].marker.color[0]  # the chosen key stands out
+    assert list(row.data[1].x) == [2] and "masked" in row.data[0].customdata[2][1]
+    with pytest.raises(ValueError):
+        softmax_row_bar(weights, scores, ["[BOS]", "a"], key=1)
+
+
+def test_png_config_shows_the_modebar_with_a_png_download():
+    config = png_config("lm-rope_pattern")
+    assert config["displayModeBar"] is True and config["displaylogo"] is False
+    assert config["toImageButtonOptions"] == {"format": "png", "filename": "lm-rope_pattern", "scale": 2}
+    assert "toImage" not in config["modeBarButtonsToRemove"]
+    assert "zoom2d" in png_config("x", zoom=False)["modeBarButtonsToRemove"]

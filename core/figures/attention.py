@@ -102,17 +102,20 @@ def _square_axes(fig: go.Figure, labels: list[str], notation: str, row=None, col
                      **_ticks(labels), row=row, col=col)
 
 
-def _masked_traces(masked: np.ndarray, n: int, size_px: float) -> list[go.BaseTraceType]:
+def _masked_traces(masked: np.ndarray, n: int, size_px: float = 0) -> list[go.BaseTraceType]:
     """Grey fill and diagonal hatching on masked cells (already oriented). Neither takes the hover."""
     if not masked.any():
         return []
     fill = go.Heatmap(z=np.where(masked, 1.0, np.nan).astype(np.float32), zmin=0, zmax=1, showscale=False,
                       colorscale=[[0, MASKED_FILL], [1, MASKED_FILL]], hoverinfo="skip", name="masked")
     rows, cols = np.nonzero(masked)
-    marker_size = float(np.clip(size_px / max(n, 1) * 0.8, 3, 22))
-    hatch = go.Scatter(x=cols.astype(np.int32), y=rows.astype(np.int32), mode="markers", hoverinfo="skip",
-                       showlegend=False, name="masked hatch",
-                       marker=dict(symbol="line-ne", size=marker_size, line=dict(width=1, color=MASKED_HATCH)))
+    # one diagonal stroke per masked cell, all in one line trace (one SVG path: thousands of marker symbols
+    # made the browser slow to redraw at 64+ tokens)
+    gap = np.full(len(rows), np.nan)
+    xs = np.stack([cols - 0.35, cols + 0.35, gap], axis=1).reshape(-1).astype(np.float32)
+    ys = np.stack([rows + 0.35, rows - 0.35, gap], axis=1).reshape(-1).astype(np.float32)
+    hatch = go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, name="masked hatch",
+                       line=dict(width=1, color=MASKED_HATCH))
     return [fill, hatch]
 
 
@@ -251,6 +254,209 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
             fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=-0.5, y1=n - 0.5, line=dict(color="#d62728", width=3),
                           row=layer + 1, col=head + 1)
     fig.update_annotations(font=dict(size=11))
-    fig.update_layout(height=height, margin=dict(l=5, r=5, t=25, b=5), plot_bgcolor=MASKED_FILL,
+    fig.update_layout(height=height + 20, margin=dict(l=5, r=5, t=45, b=5), plot_bgcolor=MASKED_FILL,
                       showlegend=False)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Head view: lines from each query to the keys it reads (bertviz-like)
+# ---------------------------------------------------------------------------------------------------------
+
+# Okabe & Ito's colour-blind-safe palette, in an order that keeps neighbours apart (yellow, weak on white, last)
+HEAD_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+MIN_LINE_WEIGHT = 0.01
+
+
+def head_color(head: int) -> str:
+    """The colour of head `head` in the head view (the palette repeats after eight heads)."""
+    return HEAD_COLORS[head % len(HEAD_COLORS)]
+
+
+def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int], *,
+               unknown: Sequence[bool] | None = None, query: int | None = None, notation: str = "common",
+               min_weight: float = MIN_LINE_WEIGHT, layer: int | None = None) -> go.Figure:
+    """The head view: tokens in two columns, a band from query n to key n′ for every weight A[n, n′] of the
+    chosen heads, its thickness proportional to the weight; one colour per head (HEAD_COLORS).
+
+    patterns: one layer's [H, N(query), N(key)]. Bands of weight < `min_weight` are dropped; with `query` set,
+    only that query's bands are drawn. Common notation puts the queries on the left (the token that attends,
+    as bertviz does) and the keys on the right; paper notation puts the keys n′ (the x_{n′} that are mixed) on
+    the left and the queries n (y_n = Σ_{n′} x_{n′} A_{n′,n}) on the right.
+
+    Compact: one filled scatter trace per head, each band a quadrilateral, bands separated by NaN gaps, as
+    binary arrays (x uint8, y float32, hover data int16); hover on a band's corners gives query, key and the
+    weight in per cent."""
+    _check_notation(notation)
+    patterns = np.asarray(patterns)
+    if patterns.ndim != 3 or patterns.shape[-1] != patterns.shape[-2] or patterns.shape[-1] != len(tokens):
+        raise ValueError(f"patterns must be [H, N, N] with N = len(tokens); got {patterns.shape}, {len(tokens)} tokens")
+    h_count, n, _ = patterns.shape
+    if any(not 0 <= h < h_count for h in heads):
+        raise ValueError(f"heads must be in 0..{h_count - 1}, got {list(heads)}")
+    if query is not None and not 0 <= query < n:
+        raise ValueError(f"query must be in 0..{n - 1}, got {query}")
+    labels = token_labels(tokens, unknown)
+    numbered = [f"{i}: {label}" for i, label in enumerate(labels)]
+    query_x, key_x = (0, 1) if notation == "common" else (1, 0)
+    lane = 0.84 / max(len(heads), 1)  # each row is split into one lane per head; weight 1 fills a lane
+    fig = go.Figure()
+    for j, h in enumerate(heads):
+        pattern = patterns[h]
+        rows, cols = np.nonzero((pattern >= min_weight) & (pattern > 0))  # by query, then key; never masked
+        if query is not None:
+            keep = rows == query
+            rows, cols = rows[keep], cols[keep]
+        w = pattern[rows, cols].astype(np.float64)
+        centre = -0.42 + lane * (j + 0.5)
+        # query end: a query's bands stacked in key order across its lane (its weights sum to at most 1, so
+        # they never overlap); key end: centred on the key's lane
+        before = np.cumsum(w) - w
+        _, first = np.unique(rows, return_index=True)
+        start = before - np.repeat(before[first], np.diff(np.append(first, len(w))))
+        q0 = rows + centre - lane / 2 + start * lane
+        q1 = q0 + w * lane
+        k0, k1 = cols + centre - w * lane / 2, cols + centre + w * lane / 2
+        # a quadrilateral per band, then a gap (y = NaN, so x can be a byte); hover data (query, key, weight
+        # in %) as int16
+        xs = np.tile(np.array([query_x, query_x, key_x, key_x, 0], dtype=np.uint8), len(w))
+        ys = np.stack([q0, q1, k1, k0, np.full(len(w), np.nan)], axis=1)
+        custom = np.repeat(np.stack([rows, cols, np.rint(w * 100)], axis=1)[:, None, :], 5, axis=1)
+        fig.add_trace(go.Scatter(
+            x=xs, y=np.round(ys.reshape(-1), 3).astype(np.float32),
+            customdata=custom.reshape(-1, 3).astype(np.int16), mode="lines", fill="toself",
+            fillcolor=head_color(h), line=dict(width=0, color=head_color(h)), opacity=0.7,
+            hoveron="points", name=f"H{h}", legendgroup=f"H{h}",
+            hovertemplate=(f"H{h}<br>query %{{customdata[0]}} → key %{{customdata[1]}}"
+                           "<br>weight ≈ %{customdata[2]}%<extra></extra>")))
+    row_px = 26 if n <= 32 else 16 if n <= 64 else 12
+    height = int(max(300, row_px * n + 110))
+    marked = [f"<b>▶ {label}</b>" if i == query else label for i, label in enumerate(numbered)]
+    left, right = (marked, numbered) if notation == "common" else (numbered, marked)
+    font_size = _tick_font_size(n) + 1
+    query_title, key_title = "query n (attends)", "key n′ (attended to)"
+    left_title, right_title = (query_title, key_title) if notation == "common" else (key_title, query_title)
+    # The left column is the y axis' tick labels; the right one annotations (an axis with no trace on it is not
+    # drawn, and an extra trace would break "one trace per head")
+    annotations = [dict(x=1.0, y=i, xref="x", yref="y", text=label, showarrow=False, xanchor="left", xshift=6,
+                        font=dict(size=font_size)) for i, label in enumerate(right)]  # set at once: add_annotation one by one is quadratic
+    right_px = int(min(max(len(html.unescape(label)) for label in right), MAX_LABEL_CHARS + 8) * font_size * 0.62) + 16
+    fig.update_layout(
+        height=height, plot_bgcolor="white", margin=dict(l=10, r=right_px, t=70, b=10), hovermode="closest",
+        annotations=annotations,
+        xaxis=dict(range=[-0.01, 1.01], showticklabels=False, showgrid=False, zeroline=False, fixedrange=True),
+        yaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=left, showgrid=False, zeroline=False,
+                   range=[n - 0.5, -0.5], tickfont=dict(size=font_size), fixedrange=True, ticks=""),
+        legend=dict(orientation="h", x=0.5, xanchor="center", y=1.0, yanchor="bottom", title_text="head",
+                    itemclick="toggle"),
+        title=dict(text=(f"layer {layer} · " if layer is not None else "") + f"{left_title}  ⟶  {right_title}",
+                   x=0.5, xanchor="center", y=0.995, yanchor="top", font=dict(size=13)),
+        showlegend=True)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Attention rollout
+# ---------------------------------------------------------------------------------------------------------
+
+def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Sequence[bool] | None = None,
+                    notation: str = "common", height: int | None = None) -> go.Figure:
+    """Attention rollout [N(output token), N(input token)] (core.analysis.rollout, rows sum to 1) as a heatmap;
+    in paper notation transposed, inputs n′ down the rows and outputs n across, columns summing to 1."""
+    matrix = np.asarray(matrix)
+    n = matrix.shape[-1]
+    if matrix.shape != (n, n) or len(tokens) != n:
+        raise ValueError(f"rollout must be [N, N] with N = len(tokens); got {matrix.shape} and {len(tokens)} tokens")
+    labels = token_labels(tokens, unknown)
+    # no per-cell strings in the hover (N² strings made the browser take seconds to draw at 64 tokens): the
+    # hover names the positions, the axes the tokens
+    output, source = ("x", "y") if notation == "paper" else ("y", "x")
+    fig = go.Figure(go.Heatmap(
+        z=_compact(oriented(matrix, notation)), zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
+        colorscale="Purples", name="rollout", colorbar=_colorbar("share of the input token"),
+        hovertemplate=(f"output token %{{{output}}}<br>input token %{{{source}}}"
+                       "<br>rollout %{z:.4f}<extra></extra>")))
+    size = height or _figure_size(n)
+    fig.update_layout(height=size, plot_bgcolor="white", margin=dict(l=10, r=10, t=60, b=10), showlegend=False)
+    x_title, y_title = (("output token n · columns sum to 1", "input token n′") if notation == "paper"
+                        else ("input token n′", "output token n · rows sum to 1"))
+    fig.update_xaxes(title_text=x_title, tickangle=-60 if n > 6 else 0, constrain="domain", **_ticks(labels))
+    fig.update_yaxes(title_text=y_title, autorange="reversed", scaleanchor="x", constrain="domain",
+                     constraintoward="top", **_ticks(labels))
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plotly config: the modebar with a PNG download
+# ---------------------------------------------------------------------------------------------------------
+
+def png_config(filename: str, scale: int = 2, zoom: bool = True) -> dict:
+    """The plotly config of every chart: no logo, the modebar always shown, its camera button ("Download plot
+    as png") saving `filename`.png at `scale`× resolution, in the browser and offline. zoom=False leaves only
+    the camera (for small charts where zooming helps nobody and the buttons would cover the title)."""
+    remove = ["select2d", "lasso2d", "autoScale2d"]
+    if not zoom:
+        remove += ["zoom2d", "pan2d", "zoomIn2d", "zoomOut2d", "resetScale2d"]
+    return {"displaylogo": False, "displayModeBar": True,
+            "toImageButtonOptions": {"format": "png", "filename": filename, "scale": scale},
+            "modeBarButtonsToRemove": remove}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One score taken apart (core.analysis.qk_breakdown)
+# ---------------------------------------------------------------------------------------------------------
+
+POSITIVE, NEGATIVE, CHOSEN, OTHER = "#0072B2", "#D55E00", "#D55E00", "#9ecae1"
+
+
+def qk_products_bar(q: np.ndarray, k: np.ndarray, *, rotated: bool = False, height: int = 300) -> go.Figure:
+    """The K elementwise products q_i k_i as bars (blue positive, orange negative); their sum is k·q.
+    Hover gives q_i, k_i and the product."""
+    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    if q.shape != k.shape or q.ndim != 1:
+        raise ValueError(f"q and k must be vectors of one length, got {q.shape} and {k.shape}")
+    products = q * k
+    i = np.arange(len(q))
+    fig = go.Figure(go.Bar(
+        x=i, y=np.round(products, 5), marker_color=np.where(products >= 0, POSITIVE, NEGATIVE).tolist(),
+        customdata=np.round(np.stack([q, k], axis=1), 5), name="q_i k_i",
+        hovertemplate="i = %{x}<br>q_i = %{customdata[0]:.4f}<br>k_i = %{customdata[1]:.4f}"
+                      "<br>q_i k_i = %{y:.4f}<extra></extra>"))
+    word = " (rotated q, k)" if rotated else ""
+    fig.update_layout(height=height, plot_bgcolor="white", margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+                      title=dict(text=f"q_i k_i{word}: Σ = k·q = {products.sum():.4f}", x=0, font=dict(size=13)),
+                      bargap=0.15)
+    fig.update_xaxes(title_text="component i", showgrid=False, zeroline=False, dtick=max(1, len(q) // 16))
+    fig.update_yaxes(title_text="q_i k_i", zeroline=True, zerolinecolor="#888", gridcolor="#eee")
+    return fig
+
+
+def softmax_row_bar(row_weights: np.ndarray, row_scores: np.ndarray, tokens: Sequence[str], key: int, *,
+                    unknown: Sequence[bool] | None = None, query: int | None = None, height: int = 300) -> go.Figure:
+    """One query's softmax row: the weight on every key (bars), the chosen key in orange, masked keys marked
+    with × (score −∞, weight 0). Hover gives the key, its score and its weight."""
+    weights, scores = np.asarray(row_weights, dtype=np.float64), np.asarray(row_scores, dtype=np.float64)
+    n = len(tokens)
+    if weights.shape != (n,) or scores.shape != (n,) or not 0 <= key < n:
+        raise ValueError("row_weights and row_scores must be [N] with N = len(tokens) and 0 <= key < N")
+    labels = token_labels(tokens, unknown)
+    numbered = [f"{i}: {label}" for i, label in enumerate(labels)]
+    masked = np.isneginf(scores)
+    score_text = ["−∞ (masked)" if m else f"{s:.4f}" for s, m in zip(scores, masked)]
+    colors = [CHOSEN if i == key else OTHER for i in range(n)]
+    fig = go.Figure(go.Bar(
+        x=list(range(n)), y=np.round(weights, 5), marker_color=colors, customdata=np.array(
+            [[label, text] for label, text in zip(numbered, score_text)], dtype=object), name="weight",
+        hovertemplate="key %{customdata[0]}<br>score %{customdata[1]}<br>weight %{y:.4f}<extra></extra>"))
+    if masked.any():
+        fig.add_trace(go.Scatter(x=np.nonzero(masked)[0], y=np.zeros(int(masked.sum())), mode="markers",
+                                 marker=dict(symbol="x-thin", size=8, line=dict(width=1.5, color="#888")),
+                                 name="masked", hoverinfo="skip"))
+    title = "softmax of the row" + (f" of query {numbered[query]}" if query is not None else "")
+    fig.update_layout(height=height, plot_bgcolor="white", margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+                      title=dict(text=title + " · × masked" * bool(masked.any()), x=0, font=dict(size=13)),
+                      bargap=0.15)
+    fig.update_xaxes(title_text="key n′", **{**_ticks(labels), "tickfont": dict(size=_tick_font_size(n))},
+                     tickangle=-60 if n > 6 else 0)
+    fig.update_yaxes(title_text="weight", range=[0, max(1.0, float(weights.max(initial=0)))], gridcolor="#eee")
     return fig

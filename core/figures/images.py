@@ -1,0 +1,298 @@
+"""Plotly figures for the image page: pure functions from arrays to figures, no model maths, no Streamlit.
+
+Images are uint8 [H, W, 3]; they are drawn upscaled by nearest neighbour (crisp pixels) in image-pixel
+coordinates: x from 0 to W left to right, y from 0 to H top to bottom, so patch (r, c) of size p covers
+[c p, (c + 1) p] x [r p, (r + 1) p]. Attention maps are [rows, cols] grids over the patches, drawn as a
+heatmap over the image whose colours fade to transparent where the weight is small.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from PIL import Image
+from plotly.subplots import make_subplots
+
+UPSCALE = 8  # the image is drawn 8x larger than it is, pixel by pixel
+GRID_COLOUR = "rgba(255, 255, 255, 0.55)"
+SELECTED_COLOUR = "#00e5ff"
+# Transparent where the weight is small, opaque warm colours where it is large: the image shows through.
+OVERLAY_COLORSCALE = [[0.0, "rgba(40, 0, 120, 0)"], [0.25, "rgba(90, 0, 170, 0.18)"],
+                      [0.55, "rgba(220, 40, 90, 0.42)"], [0.8, "rgba(255, 140, 0, 0.6)"],
+                      [1.0, "rgba(255, 235, 0, 0.72)"]]
+VECTOR_COLORSCALE = "RdBu_r"
+PROBABILITY_COLOUR, PREDICTED_COLOUR = "#9ab3cf", "#1f5fa8"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pieces
+# ---------------------------------------------------------------------------------------------------------
+
+def image_source(image: np.ndarray, scale: int = UPSCALE) -> str:
+    """The image upscaled by nearest neighbour as a PNG data URI (compact, and crisp in the browser)."""
+    array = np.asarray(image)
+    if array.dtype != np.uint8:
+        array = np.clip(np.rint(np.asarray(array, dtype=float) * 255), 0, 255).astype(np.uint8)
+    big = np.repeat(np.repeat(array, scale, axis=0), scale, axis=1)
+    buffer = io.BytesIO()
+    Image.fromarray(big).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def muted(image: np.ndarray) -> np.ndarray:
+    """The image in grey, its contrast kept but squeezed into mid-greys (uint8 [H, W, 3]), so that a coloured
+    heatmap over it reads the same on any image, dark or light, red or yellow."""
+    rgb = np.asarray(image, dtype=float)
+    grey = rgb @ np.array([0.299, 0.587, 0.114])
+    grey = 60 + grey * (140 / 255)
+    return np.repeat(np.clip(np.rint(grey), 0, 255).astype(np.uint8)[..., None], 3, axis=-1)
+
+
+def _image_trace(image: np.ndarray, scale: int = UPSCALE) -> go.Image:
+    """The image in pixel coordinates: pixel (i, j) covers [j, j + 1] x [i, i + 1]."""
+    return go.Image(source=image_source(image, scale), x0=0.5 / scale, y0=0.5 / scale, dx=1 / scale, dy=1 / scale,
+                    hoverinfo="skip")
+
+
+def _patch_axes(fig: go.Figure, height: int, width: int, row: int | None = None, col: int | None = None) -> None:
+    """Square pixels, y down, no ticks."""
+    kwargs = {} if row is None else dict(row=row, col=col)
+    plain = dict(showgrid=False, zeroline=False, showticklabels=False, ticks="", showline=False, constrain="domain")
+    fig.update_xaxes(range=[0, width], **plain, **kwargs)
+    fig.update_yaxes(range=[height, 0], **plain, **kwargs)
+
+
+def _square(fig: go.Figure, axis_index: int) -> None:
+    suffix = "" if axis_index == 1 else str(axis_index)
+    fig.layout[f"yaxis{suffix}"].scaleanchor = f"x{suffix}"
+
+
+def _grid_shapes(height: int, width: int, patch: int, xref: str = "x", yref: str = "y") -> list[dict]:
+    lines = [dict(type="line", x0=x, x1=x, y0=0, y1=height) for x in range(patch, width, patch)]
+    lines += [dict(type="line", x0=0, x1=width, y0=y, y1=y) for y in range(patch, height, patch)]
+    return [dict(line=dict(color=GRID_COLOUR, width=1), xref=xref, yref=yref, layer="above", **line)
+            for line in lines]
+
+
+def _outline(row: int, col: int, patch: int, xref: str = "x", yref: str = "y", colour: str = SELECTED_COLOUR,
+             width: float = 3) -> dict:
+    return dict(type="rect", x0=col * patch, x1=(col + 1) * patch, y0=row * patch, y1=(row + 1) * patch,
+                xref=xref, yref=yref, line=dict(color=colour, width=width), layer="above")
+
+
+def _patch_centres(rows: int, cols: int, patch: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(cols) * patch + patch / 2, np.arange(rows) * patch + patch / 2
+
+
+def _token_numbers(rows: int, cols: int, first: int) -> np.ndarray:
+    return first + np.arange(rows * cols).reshape(rows, cols)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The image and its patches
+# ---------------------------------------------------------------------------------------------------------
+
+def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selected: int | None = None,
+                    numbers: bool = True, height: int = 420) -> go.Figure:
+    """The image with its patch grid; each patch labelled with its token position n (first_token = 1 when a
+    CLS token sits at n = 0). `selected` (0-based patch number) is outlined. Hover a patch for its n and place;
+    the "patches" trace (invisible squares, customdata[0] = n) can be clicked to select one."""
+    h, w = image.shape[:2]
+    rows, cols = h // patch, w // patch
+    xs, ys = _patch_centres(rows, cols, patch)
+    tokens = _token_numbers(rows, cols, first_token)
+    fig = go.Figure(_image_trace(image))
+    # Invisible square markers on the patch centres, for hover and for clicking a patch (customdata[0] = n).
+    places = [f"row {r}, column {c}" for r in range(rows) for c in range(cols)]
+    marker_px = max(6, int(height / rows * 0.9))
+    fig.add_trace(go.Scatter(x=np.tile(xs, rows), y=np.repeat(ys, cols), mode="markers", name="patches",
+                             customdata=np.stack([tokens.ravel(), places], axis=1),
+                             marker=dict(symbol="square", size=marker_px, color="rgba(0,0,0,0)"),
+                             selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)),
+                             hovertemplate="token n = %{customdata[0]}<br>patch %{customdata[1]}<extra></extra>"))
+    shapes = _grid_shapes(h, w, patch)
+    if selected is not None:
+        shapes.append(_outline(*divmod(selected, cols), patch))
+    fig.update_layout(shapes=shapes, height=height, margin=dict(l=4, r=4, t=8, b=4), showlegend=False,
+                      clickmode="event+select", dragmode=False)
+    if numbers:
+        font_size = max(7, min(12, int(height / rows / 3.2)))
+        fig.add_trace(go.Scatter(x=np.tile(xs, rows) - patch * 0.42, y=np.repeat(ys, cols) - patch * 0.3,
+                                 mode="text", text=[str(t) for t in tokens.ravel()], textposition="middle right",
+                                 textfont=dict(size=font_size, color="white",
+                                               shadow="1px 1px 1px black, -1px -1px 1px black"),
+                                 hoverinfo="skip", showlegend=False))
+    _patch_axes(fig, h, w)
+    _square(fig, 1)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Attention over the image
+# ---------------------------------------------------------------------------------------------------------
+
+def _overlay_traces(image: np.ndarray, grid: np.ndarray, patch: int, zmax: float, first_token: int,
+                    shown: np.ndarray | None = None, showscale: bool = True, colorbar_title: str = "weight",
+                    what: str = "weight") -> list:
+    """The image (in grey), then the heatmap of `shown` (default: grid) over it; hover gives the true weight."""
+    rows, cols = grid.shape
+    xs, ys = _patch_centres(rows, cols, patch)
+    tokens = _token_numbers(rows, cols, first_token)
+    shown = grid if shown is None else shown
+    heat = go.Heatmap(z=shown, x=xs, y=ys, zmin=0, zmax=zmax, colorscale=OVERLAY_COLORSCALE,
+                      customdata=np.dstack([tokens, grid]), showscale=showscale,
+                      colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=12, len=0.8),
+                      hovertemplate=f"token n = %{{customdata[0]}}<br>{what} %{{customdata[1]:.3f}}<extra></extra>")
+    return [_image_trace(muted(image)), heat]
+
+
+def attention_overlay(image: np.ndarray, grid: np.ndarray, patch: int, first_token: int = 1,
+                      selected: int | None = None, zmax: float | None = None, height: int = 420,
+                      colorbar_title: str = "weight", grid_lines: bool = True, what: str = "weight") -> go.Figure:
+    """One attention (or rollout) map `grid` [rows, cols] over the image, drawn in grey so the colours stand out.
+    The colour scale runs from 0 to `zmax` (default: the largest weight); small weights are transparent.
+    `selected` (0-based patch) is outlined."""
+    grid = np.asarray(grid, dtype=float)
+    h, w = image.shape[:2]
+    zmax = float(zmax) if zmax is not None else max(float(grid.max()), 1e-12)
+    fig = go.Figure(_overlay_traces(image, grid, patch, zmax, first_token, colorbar_title=colorbar_title,
+                                    what=what))
+    shapes = _grid_shapes(h, w, patch) if grid_lines else []
+    if selected is not None:
+        shapes.append(_outline(*divmod(selected, grid.shape[1]), patch))
+    fig.update_layout(shapes=shapes, height=height, margin=dict(l=4, r=4, t=8, b=4), showlegend=False)
+    _patch_axes(fig, h, w)
+    _square(fig, 1)
+    return fig
+
+
+def attention_small_multiples(image: np.ndarray, grids: np.ndarray, patch: int, first_token: int = 1,
+                              selected: tuple[int, int] | None = None, cell_px: int = 150,
+                              extra: np.ndarray | None = None) -> go.Figure:
+    """Every layer (rows) x head (columns) map of `grids` [M, H, rows, cols] over the image. Each panel has its own
+    colour scale, from 0 to its largest weight (so a spread-out head is not invisible); hover gives the weight.
+    `selected` (layer, head) is framed. `extra` [M, H] (e.g. what CLS keeps on itself) goes in the titles."""
+    grids = np.asarray(grids, dtype=float)
+    m, n_heads = grids.shape[:2]
+    h, w = image.shape[:2]
+    titles = []
+    for layer in range(m):
+        for head in range(n_heads):
+            title = f"L{layer} H{head}"
+            if extra is not None:
+                title += f" · self {extra[layer, head]:.2f}"
+            titles.append(title)
+    fig = make_subplots(rows=m, cols=n_heads, subplot_titles=titles, horizontal_spacing=0.015,
+                        vertical_spacing=min(0.12, 0.35 / m))
+    shapes = []
+    for layer in range(m):
+        for head in range(n_heads):
+            grid = grids[layer, head]
+            peak = max(float(grid.max()), 1e-12)
+            for trace in _overlay_traces(image, grid, patch, 1.0, first_token, shown=grid / peak, showscale=False):
+                fig.add_trace(trace, row=layer + 1, col=head + 1)
+            index = layer * n_heads + head + 1
+            _patch_axes(fig, h, w, layer + 1, head + 1)
+            _square(fig, index)
+            if selected == (layer, head):
+                suffix = "" if index == 1 else str(index)
+                shapes.append(dict(type="rect", x0=0, x1=w, y0=0, y1=h, xref=f"x{suffix}", yref=f"y{suffix}",
+                                   line=dict(color=SELECTED_COLOUR, width=4), layer="above"))
+    fig.update_annotations(font_size=11)
+    fig.update_layout(height=int(cell_px * m * 1.12 + 40), margin=dict(l=4, r=4, t=24, b=4), showlegend=False,
+                      shapes=shapes)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Figure 2: patch -> vec -> W p -> + e -> token
+# ---------------------------------------------------------------------------------------------------------
+
+def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, position: np.ndarray,
+                  token_vector: np.ndarray, token: int, notation: str = "paper", height: int | None = None) -> go.Figure:
+    """Seed 001 figure 2 for one patch, left to right: the patch p_n, vec(p_n) (C·p·p numbers in (C, p, p)
+    order), W p_n + b, e_n and x_n = W p_n + e_n (D numbers each, one colour scale for the three).
+
+    notation "paper": vectors are columns, as in X (D x N) of seed 001; "common": rows, as in X (N x D)."""
+    vec, embedded, position, token_vector = (np.asarray(v, dtype=float) for v in (vec, embedded, position,
+                                                                               token_vector))
+    d, k = embedded.size, vec.size
+    p = pixels.shape[0]
+    channels = pixels.shape[2] if pixels.ndim == 3 else 1
+    span = max(float(np.abs(np.concatenate([embedded, position, token_vector])).max()), 1e-9)
+    titles = [f"patch p<sub>{token}</sub>", f"vec(p<sub>{token}</sub>) ∈ ℝ<sup>{k}</sup>",
+              f"W p<sub>{token}</sub> + b ∈ ℝ<sup>{d}</sup>", f"e<sub>{token}</sub> ∈ ℝ<sup>{d}</sup>",
+              f"x<sub>{token}</sub> = W p<sub>{token}</sub> + e<sub>{token}</sub>"]
+    channel_names = ["R", "G", "B"][:channels] if channels == 3 else [f"c{c}" for c in range(channels)]
+    vec_labels = [f"{channel_names[i // (p * p)]} y{(i % (p * p)) // p} x{i % p}" for i in range(k)]
+    columns = notation == "paper"
+    if columns:
+        fig = make_subplots(rows=1, cols=5, subplot_titles=titles, column_widths=[0.28, 0.12, 0.2, 0.2, 0.2],
+                            horizontal_spacing=0.06)
+    else:
+        fig = make_subplots(rows=5, cols=1, subplot_titles=titles, row_heights=[0.32, 0.17, 0.17, 0.17, 0.17],
+                            vertical_spacing=0.09)
+    place = (lambda i: dict(row=1, col=i)) if columns else (lambda i: dict(row=i, col=1))
+
+    # The patch itself (upscaled, crisp).
+    fig.add_trace(go.Image(source=image_source(pixels, 32), x0=0.5 / 32, y0=0.5 / 32, dx=1 / 32, dy=1 / 32,
+                           hoverinfo="skip"), **place(1))
+    plain = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="", showline=False, constrain="domain")
+    fig.update_xaxes(range=[0, p], **plain, **place(1))
+    fig.update_yaxes(range=[p, 0], **plain, **place(1))
+    fig.layout["yaxis"].scaleanchor = "x"
+
+    def vector(values, names, i, zmin, zmax, colorscale, what, showscale=False):
+        z = values[:, None] if columns else values[None, :]
+        index = np.arange(values.size)
+        axis = dict(y=index) if columns else dict(x=index)
+        text = np.asarray(names, dtype=object)
+        custom = text[:, None] if columns else text[None, :]
+        fig.add_trace(go.Heatmap(z=z, zmin=zmin, zmax=zmax, colorscale=colorscale, customdata=custom,
+                                 showscale=showscale, xgap=0, ygap=0,
+                                 colorbar=dict(title=dict(text="value"), thickness=10, len=0.7),
+                                 hovertemplate=f"{what} %{{customdata}}: %{{z:.4f}}<extra></extra>", **axis),
+                      **place(i))
+        long_axis = dict(showticklabels=True, showgrid=False, zeroline=False, tickfont=dict(size=9), nticks=9)
+        short_axis = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="")
+        if columns:
+            fig.update_yaxes(autorange="reversed", title=dict(text="d" if i == 3 else "", standoff=2), **long_axis,
+                             **place(i))
+            fig.update_xaxes(**short_axis, **place(i))
+        else:
+            fig.update_xaxes(title=dict(text="d" if i == 5 else "", standoff=2), **long_axis, **place(i))
+            fig.update_yaxes(**short_axis, **place(i))
+
+    vector(vec, vec_labels, 2, 0.0, 1.0, "gray", "pixel")
+    dims = [f"d={i}" for i in range(d)]
+    vector(embedded, dims, 3, -span, span, VECTOR_COLORSCALE, "W p + b,")
+    vector(position, dims, 4, -span, span, VECTOR_COLORSCALE, "e,")
+    vector(token_vector, dims, 5, -span, span, VECTOR_COLORSCALE, "x,", showscale=True)
+    fig.update_annotations(font_size=13)
+    fig.update_layout(height=height or (440 if columns else 640), margin=dict(l=8, r=8, t=40, b=8))
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The prediction
+# ---------------------------------------------------------------------------------------------------------
+
+def class_probability_bars(probabilities: Sequence[float], classes: Sequence[str], true_label: int | None = None,
+                           height: int = 260) -> go.Figure:
+    """One horizontal bar per class (in class order, first on top); the predicted class dark, the true class
+    (when known) marked ✓ in its label."""
+    probabilities = np.asarray(probabilities, dtype=float)
+    predicted = int(np.argmax(probabilities))
+    labels = [f"{name} ✓" if i == true_label else name for i, name in enumerate(classes)]
+    colours = [PREDICTED_COLOUR if i == predicted else PROBABILITY_COLOUR for i in range(len(classes))]
+    fig = go.Figure(go.Bar(x=probabilities, y=labels, orientation="h", marker_color=colours,
+                           text=[f"{p:.1%}" for p in probabilities], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: p = %{x:.4f}<extra></extra>"))
+    fig.update_xaxes(range=[0, 1.15], tickformat=".0%", title_text="probability", showgrid=True)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(height=height, margin=dict(l=8, r=24, t=8, b=8), showlegend=False)
+    return fig

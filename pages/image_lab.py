@@ -1,0 +1,367 @@
+"""Image attention: see a small vision transformer cut an image into patches, turn them into tokens and attend.
+
+Seed 001 §1.1 figure 2 (x_n = W p_n + e_n) and §4.2 (a CLS token at n = 0, the class read from x_0 after the last
+block). The numbers come from core/vision.py (a recording of one forward pass); this page only renders them.
+
+URL parameters (all widgets but the upload and the drawing grid are bound): model, notation (sidebar); source,
+sample, start, ink, background, pe, apply, layer, head, patch, rollout_from, opacity.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core import registry  # noqa: E402
+from core.checkpoint import ModelCard  # noqa: E402
+from core.config import ConfigError  # noqa: E402
+from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset  # noqa: E402
+from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,  # noqa: E402
+                                 figure2_strip, image_with_grid)
+from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image  # noqa: E402
+from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
+                         patch_token, readout_attention, record_image, rollout_grid)
+from pages._common import (APPLY_LABELS, BIND, OWN, get_model, models_dir, notation_switch,  # noqa: E402
+                           show_input_error, trained_alternative)
+
+IMAGE_TASKS = ("shapes",)
+DEFAULT_MODEL = "vit-learned"
+SAMPLE_COUNT = 500  # held-out samples offered by index
+DRAW_CELLS = 16  # the drawing grid is 16 x 16 cells, each 2 x 2 pixels of the 32 x 32 image
+UPLOAD_TYPES = ["png", "jpg", "jpeg", "gif", "bmp", "webp"]
+SOURCES = {"sample": "a generated sample", "upload": "an uploaded image", "draw": "a drawing"}
+PLOT_CONFIG = {"displaylogo": False}
+NO_BAR = {"displaylogo": False, "displayModeBar": False}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cached data
+# ---------------------------------------------------------------------------------------------------------
+
+def image_cards() -> list[ModelCard]:
+    """The bundled image models' cards (read each run: models appear while training finishes)."""
+    return [card for card in registry.list_cards(models_dir()) if card.task in IMAGE_TASKS]
+
+
+@st.cache_data(show_spinner=False)
+def held_out_samples() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Images, labels and masks of the held-out set (never trained on), generated from HELDOUT_SEED."""
+    return generate_dataset(SAMPLE_COUNT, HELDOUT_SEED)
+
+
+@st.cache_data(max_entries=64, show_spinner="Running the model…")
+def run_image(model: str, image: np.ndarray, pe: str | None, directory: str) -> ImageRecording | str:
+    """The recording of one image (cached by model, pixels and encoding), or why it cannot be run."""
+    try:
+        transformer, _ = get_model(model, directory)
+        return record_image(transformer, image, pe=pe, meta={"model": model})
+    except (ConfigError, ValueError, registry.UnknownModelError) as error:
+        return str(error)
+
+
+def read_upload(data: bytes) -> LoadedImage | str:
+    """An uploaded file as a 32 x 32 RGB image, or the loader's one-line message saying why it can't be used."""
+    try:
+        return load_image(data, size=32)
+    except ImageInputError as error:
+        return str(error)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Widgets
+# ---------------------------------------------------------------------------------------------------------
+
+def image_model_picker(cards: list[ModelCard]) -> ModelCard:
+    """The sidebar model picker (URL key `model`); stops the page with a note when there is no image model yet."""
+    if not cards:
+        st.info(f"No bundled image model yet: vit-learned, vit-none, vit-sinusoidal and vit-mean appear in "
+                f"`{models_dir()}` as training finishes (`python -m core.train`). Reload the page then.", icon="⏳")
+        st.stop()
+    names = [card.name for card in cards]
+    by_name = {card.name: card for card in cards}
+    index = names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names else 0
+    name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
+                                help="A bundled vision transformer: vit-<encoding> read the class from the CLS "
+                                     "token; vit-mean averages all tokens instead.")
+    card = by_name.get(name, cards[index])
+    cfg = card.config
+    rows = cfg.image_size // cfg.patch_size
+    readout = "CLS token at n = 0" if cfg.uses_cls else "mean over all tokens (no CLS)"
+    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**, readout: {readout}. "
+                       f"{card.description}  \n{cfg.image_size}×{cfg.image_size} image, {cfg.patch_size}×"
+                       f"{cfg.patch_size} patches ({rows}×{rows} = {cfg.n_patches}) · M={cfg.n_layers} layers · "
+                       f"H={cfg.n_heads} heads · D={cfg.d_model}")
+    return card
+
+
+def choose_image() -> tuple[np.ndarray | None, str, int | None]:
+    """The input widgets. Returns (uint8 [32, 32, 3] image or None, a description, the true label if known)."""
+    source = st.segmented_control("Image", list(SOURCES), default="sample", key="source", bind=BIND, required=True,
+                                  help="sample: " + SOURCES["sample"] + " (held out from training); upload: "
+                                       "a PNG or JPEG of your own; draw: paint one on a grid.")
+    source = source if source in SOURCES else "sample"
+    images, labels, masks = held_out_samples()
+    if source == "sample":
+        col_index, col_note = st.columns([1, 3])
+        with col_index:
+            index = st.number_input("Sample number", 0, SAMPLE_COUNT - 1, 0, key="sample", bind=BIND,
+                                    help=f"Held-out samples (seed {HELDOUT_SEED}), never seen in training.")
+        index = int(np.clip(index or 0, 0, SAMPLE_COUNT - 1))
+        with col_note:
+            st.markdown(f"Held-out sample **#{index}**: a **{CLASSES[labels[index]]}**  \n"
+                        f"<small>Generated from seed {HELDOUT_SEED}, like the training images but never trained "
+                        f"on.</small>", unsafe_allow_html=True)
+        return images[index], f"held-out sample #{index} ({CLASSES[labels[index]]})", int(labels[index])
+    if source == "upload":
+        uploaded = st.file_uploader(
+            "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
+            max_upload_size=MAX_UPLOAD_BYTES // 2 ** 20,
+            help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB. It is centre-cropped to a square and shrunk to "
+                 f"32×32 pixels, the size the model was trained on.")
+        if uploaded is None:
+            st.info("Choose an image file above. The models were trained on one simple shape (circle, square, "
+                    "triangle, cross, ring, bar) on a plain background, so photos will mostly confuse them.",
+                    icon="🖼️")
+            return None, "", None
+        loaded = read_upload(uploaded.getvalue())
+        if isinstance(loaded, str):
+            st.error(f"**Can't use this file:** {loaded}", icon="⚠️")
+            return None, "", None
+        if loaded.notes:
+            st.info("Converted for the model: " + "; ".join(loaded.notes) + ".", icon="ℹ️")
+        return loaded.array, f"upload {uploaded.name!r}", None
+    return drawing(masks, labels)
+
+
+def drawing(masks: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, str, None]:
+    """A 16 x 16 grid of tick boxes to draw on (works offline; no canvas component needed)."""
+    col_start, col_ink, col_background = st.columns([2, 1, 1])
+    with col_start:
+        start = st.selectbox("Start from", ["blank", *CLASSES], key="start", bind=BIND,
+                             help="A blank grid, or the shape of the first held-out sample of that class.")
+    with col_ink:
+        ink = st.color_picker("Ink", "#F0F0F0", key="ink", bind=BIND)
+    with col_background:
+        background = st.color_picker("Background", "#202020", key="background", bind=BIND)
+    start = start if start in ("blank", *CLASSES) else "blank"
+    if start == "blank":
+        cells = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
+    else:
+        first = int(np.flatnonzero(labels == CLASSES.index(start))[0])
+        cells = downsample_mask(masks[first], DRAW_CELLS)
+    frame = pd.DataFrame(cells, columns=[str(c) for c in range(DRAW_CELLS)])
+    st.caption("Tick cells to paint them (each cell is 2×2 pixels of the 32×32 image). Changing *Start from* "
+               "starts a new drawing.")
+    edited = st.data_editor(frame, key=f"drawing_{start}", hide_index=True, row_height=30,
+                            height=30 * (DRAW_CELLS + 1) + 3, width=DRAW_CELLS * 44 + 2,
+                            column_config={str(c): st.column_config.CheckboxColumn(" ", width=44)
+                                           for c in range(DRAW_CELLS)})
+    grid = np.asarray(edited, dtype=bool)
+    image = mask_grid(grid, 32, ink=_rgb(ink), background=_rgb(background))
+    return image, f"a drawing ({int(grid.sum())} cells painted)", None
+
+
+def _rgb(colour: str | None) -> tuple[int, int, int]:
+    text = (colour or "#000000").lstrip("#")
+    try:
+        return tuple(int(text[i:i + 2], 16) for i in (0, 2, 4))  # type: ignore[return-value]
+    except ValueError:
+        return (0, 0, 0)
+
+
+def _pick_patch() -> None:
+    """Callback: a click on a patch of the image chooses it (sets the patch picker, hence the URL)."""
+    state = st.session_state.get("image_chart")
+    points = state.selection.points if state is not None else []
+    for point in points:
+        custom = point.get("customdata")
+        if custom:
+            st.session_state["patch"] = int(custom[0])
+            return
+
+
+def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str | None, list[str]]:
+    """The position-encoding toggle, as on the text explorer. Returns (model to run, pe ablation or None, notes)."""
+    cfg = card.config
+    col_pe, col_apply = st.columns([1, 1.3])
+    with col_apply:
+        apply = st.radio("Apply a change as…", list(APPLY_LABELS), captions=list(APPLY_LABELS.values()),
+                         key="apply", bind=BIND, horizontal=True,
+                         help="Ablation runs the same weights with another encoding (the model was not trained "
+                              "for it). The other choice loads the bundled model that was trained with it.")
+    with col_pe:
+        if apply == "trained model":
+            trained = {c.config.pos_encoding for c in cards}
+            others = [pe for pe in ("none", "sinusoidal", "learned") if pe != cfg.pos_encoding and pe in trained]
+        else:
+            others = image_encodings(cfg.pos_encoding)[1:]
+        pe = st.selectbox("Position encoding e_n", [OWN, *others], key="pe", bind=BIND,
+                          format_func=lambda p: f"model's own ({cfg.pos_encoding})" if p == OWN else p,
+                          help="none: e_n = 0, the patches are an unordered set. sinusoidal: fixed sines and "
+                               "cosines. learned: a trained vector per position.")
+    choice = None if pe in (OWN, None) or pe == cfg.pos_encoding else pe
+    if choice is None:
+        return card.name, None, []
+    if apply == "trained model":
+        alternative = trained_alternative(cards, card, pe=choice)
+        if alternative is not None:
+            return alternative.name, None, [
+                f"Showing **{alternative.name}**, the bundled model trained with encoding "
+                f"{alternative.config.pos_encoding} (the sidebar model is {card.name})."]
+        note = "No bundled model was trained with this choice, so it is applied to the current model as an ablation."
+        return card.name, choice, [note]
+    return card.name, choice, [f"Ablation: {card.name} was trained with {cfg.pos_encoding} positions and is now run "
+                               f"with **{choice}** — the same weights, e_n replaced."]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The page
+# ---------------------------------------------------------------------------------------------------------
+
+st.title("Image attention")
+st.caption("A vision transformer cuts the image into patches, turns each patch into a token, x_n = W p_n + e_n "
+           "(seed 001 §1.1, figure 2), and reads the class from a CLS token at n = 0 after the last block (§4.2).")
+cards = image_cards()
+card = image_model_picker(cards)
+notation = notation_switch()
+
+image, described, true_label = choose_image()
+model_name, pe, notes = encoding_toggle(card, cards)
+for note in notes:
+    st.info(note, icon="ℹ️")
+if image is None:
+    st.stop()
+
+run = run_image(model_name, image, pe, str(models_dir()))
+if isinstance(run, str):
+    show_input_error(run)
+    st.stop()
+model, _ = get_model(model_name, str(models_dir()))
+rec = run.recording
+cfg = rec.config
+patch = cfg.patch_size
+rows = cols = cfg.image_size // patch
+first = int(cfg.uses_cls)  # the token position of patch 0
+n_patches = rows * cols
+encoding = rec.meta.get("pe", cfg.pos_encoding)
+
+# --- the image and the prediction ---------------------------------------------------------------------------
+choices = list(range(first, first + n_patches))
+col_image, col_prediction = st.columns([1, 1], gap="large")
+with col_prediction:
+    st.subheader("Prediction")
+    verdict = ""
+    if true_label is not None:
+        verdict = " ✓ correct" if run.predicted == true_label else f" ✗ (it is a {CLASSES[true_label]})"
+    st.markdown(f"**{model_name}** says **{run.predicted_class}** ({run.probabilities[run.predicted]:.1%})"
+                f"{verdict}")
+    st.plotly_chart(class_probability_bars(run.probabilities, run.classes, true_label), key="probability_chart",
+                    config=NO_BAR)
+    readout = ("the CLS token x₀ after the last block" if cfg.uses_cls
+               else "the mean of all tokens after the last block (this model has no CLS token)")
+    st.caption(f"Softmax over the {len(run.classes)} classes of a linear map of {readout}. Input: {described}; "
+               f"position encoding in use: **{encoding}**.")
+with col_image:
+    st.subheader("The image, cut into patches")
+    image_slot = st.empty()  # drawn once the patch is chosen below, so the chosen patch is outlined
+    st.caption(f"{cfg.image_size}×{cfg.image_size} pixels cut into {n_patches} patches of {patch}×{patch}, "
+               f"numbered by their token position n"
+               + (" (n = 0 is the CLS token, which has no patch)." if first else ".")
+               + " Click a patch (or pick it in figure 2 below) to choose it; it is outlined.")
+
+# --- figure 2 ---------------------------------------------------------------------------------------------
+st.subheader("From patch to token (seed 001, figure 2)")
+col_choose, col_formula = st.columns([1, 2], vertical_alignment="bottom")
+with col_choose:
+    token_n = st.selectbox("Patch (token n)", choices, key="patch", bind=BIND,
+                           index=min(first + (rows // 2) * cols + cols // 2, choices[-1]) - first,
+                           format_func=lambda n: f"{n}: row {(n - first) // cols}, column {(n - first) % cols}",
+                           help="The patch shown here, outlined on the image, and used in 'where this patch "
+                                "attends' below. Patches are numbered row by row"
+                                + (", from n = 1: n = 0 is the CLS token." if first else "."))
+token_n = int(token_n) if token_n in choices else choices[len(choices) // 2]
+chosen = token_n - first
+with col_formula:
+    st.markdown(f"$$x_{{{token_n}}} = W\\,p_{{{token_n}}} + e_{{{token_n}}}$$")
+image_slot.plotly_chart(image_with_grid(run.image, patch, first, selected=chosen), key="image_chart",
+                        config=NO_BAR, on_select=_pick_patch, selection_mode="points")
+token = patch_token(model, run, chosen)
+st.plotly_chart(figure2_strip(token.pixels, token.vec, token.embedded, token.position, token.token_vector,
+                              token.token, notation=notation), key="figure2_chart", config=PLOT_CONFIG)
+layout_note = ("Paper notation: each vector is a column, as in X (D × N) of seed 001."
+               if notation == "paper" else "Common notation: each vector is a row, as in X (N × D).")
+position_note = {"none": "This run has no position encoding: e_n = 0, so x_n = W p_n and the model sees the patches "
+                         "as an unordered set.",
+                 "sinusoidal": "e_n is fixed sines and cosines of the position n.",
+                 "learned": "e_n is a vector learned for position n."}.get(encoding, "")
+st.caption(f"The {patch}×{patch}×{cfg.channels} patch is flattened to {token.vec.size} numbers (vec, in channel, "
+           f"row, column order), multiplied by the learned D×{token.vec.size} matrix W (plus its bias b) to give "
+           f"D = {cfg.d_model} numbers, and e_n is added. {position_note} {layout_note} "
+           f"Read from the recording; W p_n recomputed from the weights agrees to {token.embed_error:.1e}, and "
+           f"W p_n + e_n equals the input of block 0 to {token.sum_error:.1e}.")
+
+# --- where the readout looks ------------------------------------------------------------------------------
+attention = readout_attention(run)
+title = "Where the CLS token looks" if cfg.uses_cls else "Where the readout looks (mean over queries)"
+st.subheader(title)
+for note in attention.notes:
+    st.info(note, icon="ℹ️")
+col_layer, col_head = st.columns(2)
+with col_layer:
+    layer = st.radio("Layer", list(range(cfg.n_layers)), format_func=lambda i: f"L{i}", key="layer", bind=BIND,
+                     horizontal=True)
+with col_head:
+    head = st.radio("Head", list(range(cfg.n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
+                    horizontal=True)
+layer = 0 if layer is None else min(int(layer), cfg.n_layers - 1)
+head = 0 if head is None else min(int(head), cfg.n_heads - 1)
+query_word = (("$A_{0,n'}$, row 0 of A" if notation == "common" else "$A_{n',0}$, column 0 of A")
+              if cfg.uses_cls else ("the mean of every row of A" if notation == "common"
+                                    else "the mean of every column of A"))
+col_one, col_all = st.columns([2, 3], gap="large")
+with col_one:
+    self_note = (f" CLS keeps **{attention.cls_self[layer, head]:.1%}** on itself; the patches share the rest."
+                 if attention.cls_self is not None else "")
+    st.markdown(f"**Layer {layer}, head {head}**: {query_word}.{self_note}")
+    st.plotly_chart(attention_overlay(run.image, attention.grid[layer, head], patch, first),
+                    key="cls_chart", config=NO_BAR)
+with col_all:
+    st.markdown("**Every layer and head** (each panel scaled to its own maximum)")
+    st.plotly_chart(attention_small_multiples(run.image, attention.grid, patch, first, selected=(layer, head),
+                                              cell_px=125,
+                                              extra=attention.cls_self),
+                    key="cls_all_chart", config=NO_BAR)
+st.caption("Bright, opaque cells get much attention; small weights fade to transparent so the image shows "
+           "through. Hover a patch for its weight." + (" 'self' is the weight CLS keeps on itself."
+                                                      if attention.cls_self is not None else ""))
+
+# --- rollout and one patch --------------------------------------------------------------------------------
+col_rollout, col_patch = st.columns(2, gap="large")
+with col_rollout:
+    st.subheader("Attention rollout")
+    readout_label = "the CLS token" if cfg.uses_cls else "the readout (mean over tokens)"
+    source = st.radio("Roll out from", ["readout", "patch"], key="rollout_from", bind=BIND, horizontal=True,
+                      captions=[readout_label, f"the chosen patch, n = {token_n}"])
+    grid, cls_share, what = rollout_grid(run, None if source != "patch" else chosen)
+    st.plotly_chart(attention_overlay(run.image, grid, patch, first,
+                                      selected=chosen if source == "patch" else None, what="rollout"),
+                    key="rollout_chart", config=NO_BAR)
+    share = f" {cls_share:.1%} stays on the CLS token." if cls_share is not None else ""
+    st.caption(f"Through all {cfg.n_layers} layers (Abnar & Zuidema 2020): each layer's heads averaged, the "
+               f"residual added as ½ I, rows renormalised and multiplied. Shown: {what}.{share}")
+with col_patch:
+    st.subheader(f"Where patch n = {token_n} attends")
+    weights, to_cls = patch_attention(run, layer, head, chosen)
+    st.markdown(f"Layer {layer}, head {head}: "
+                + (f"row {token_n} of A" if notation == "common" else f"column {token_n} of $A_{{n',n}}$")
+                + (f"; **{to_cls:.1%}** goes to the CLS token." if to_cls is not None else "."))
+    st.plotly_chart(attention_overlay(run.image, weights, patch, first, selected=chosen),
+                    key="patch_chart", config=NO_BAR)
+    st.caption("The chosen patch is outlined. Change the layer and head above, or the patch in figure 2 above.")

@@ -1,0 +1,299 @@
+"""How fast the text explorer redraws in a real browser, beside a trivial Streamlit page timed the same way.
+
+    python tests/benchmarks/bench_browser.py [--sizes 16 64 256 512] [--repeats 3] [--json out.json]
+
+The target (issue: "a toggle redraws the figures within 1.5x the floor at 64 tokens and within 3x at 512
+tokens"): the floor is tests/benchmarks/trivial_page.py (a text box, a mask choice and a small heatmap). Both
+apps are started headless (`streamlit run ... --server.headless true --server.port P --server.fileWatcherType
+none`) and driven by Playwright in the system Chromium, in one browser, their measurements interleaved so that
+machine noise hits both alike. For each N (tokens with [BOS]; texts from the grammar's vocabulary, a new text
+for every repeat so no cached recording is reused) it measures
+
+  (a) type:   fill the text box with an N-token text, Ctrl+Enter   -> everything redrawn
+  (b) toggle: mask "model's own (causal)" -> "none" (trivial page: "causal" -> "none") -> everything redrawn
+
+"Redrawn" is detected in the page: a MutationObserver notes when Streamlit's script state
+(stApp[data-test-script-state]) went to running and back to notRunning, and the time of the last DOM change
+inside any plotly chart; the measurement ends at the later of the two, once the page has been quiet for
+QUIET_MS, the expected charts (or, past the context length, the error message) are on screen and, when charts
+are expected, at least one of them changed. Times are from just before the key press / option click.
+
+The bundled text models have a context of 128 tokens (none in assets/models reads more), so at N = 256 and 512
+the app answers with the "context length" message: that time is reported and marked as such.
+Run on purpose, not by the default test run (pytest.ini excludes tests/benchmarks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from core.data.grammar import generate_documents  # noqa: E402
+from core.record import tokenizer  # noqa: E402
+from core.registry import DEFAULT_TEXT_MODEL, list_cards  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+QUIET_MS = 400
+TIMEOUT_MS = 60_000
+APP_CHARTS = 6  # chosen head, all heads, score products, softmax row, head view, rollout
+TARGETS = {64: 1.5, 512: 3.0}
+
+OBSERVER_JS = """() => {
+  if (window.__bench && window.__bench.observer) window.__bench.observer.disconnect();
+  const b = window.__bench = {t0: null, sawRunning: false, stopped: null, lastPlot: 0, plotChanged: false,
+                              lastMain: 0, mainChanged: false, lastAny: performance.now()};
+  b.observer = new MutationObserver(records => {
+    const now = performance.now();
+    b.lastAny = now;
+    for (const r of records) {
+      const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      if (!node) continue;
+      if (r.type === 'attributes' && r.attributeName === 'data-test-script-state') {
+        // batches are read after the fact: a quick rerun's running -> notRunning pair shows in oldValue
+        b.sawRunning = true;
+        b.stopped = r.oldValue === 'running' ? now : null;
+        continue;
+      }
+      if (b.t0 === null) continue;
+      if (node.closest('.js-plotly-plot')) { b.lastPlot = now; b.plotChanged = true; }
+      if (node.closest('[data-testid="stMain"]')) { b.lastMain = now; b.mainChanged = true; }
+    }
+  });
+  b.observer.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true,
+                                     attributeOldValue: true});
+}"""
+
+DONE_JS = """([charts, needChange, errorText, quiet]) => {
+  // Done: the script is not running, no status widget, the page has been quiet for `quiet` ms, the expected
+  // charts (or error text) are there, and the rerun showed (script state seen running, or the main area or,
+  // when charts are expected, a chart changed). A rerun so quick that React never shows "running" is caught
+  // by the DOM changes it makes.
+  const b = window.__bench;
+  if (!b || b.t0 === null) return null;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (app.getAttribute('data-test-script-state') !== 'notRunning') return null;
+  if (document.querySelector('[data-testid="stStatusWidget"]')) return null;
+  if (errorText) {
+    const alerts = [...document.querySelectorAll('[data-testid="stAlert"]')].map(e => e.innerText).join(' ');
+    if (!alerts.includes(errorText)) return null;
+    if (!b.sawRunning && !b.mainChanged) return null;
+  } else {
+    if (document.querySelectorAll('.js-plotly-plot').length < charts) return null;
+    if (needChange ? !b.plotChanged : !(b.sawRunning || b.mainChanged)) return null;
+  }
+  const now = performance.now();
+  if (now - b.lastAny < quiet) return null;
+  return Math.max(b.stopped || 0, b.lastPlot, b.lastMain) - b.t0;
+}"""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Texts and servers
+# ---------------------------------------------------------------------------------------------------------
+
+def grammar_text(n_tokens: int, seed: int) -> str:
+    """A text of exactly n_tokens tokens with [BOS], made of grammar sentences (cut at a word)."""
+    tok = tokenizer()
+    words: list[str] = []
+    for document in generate_documents(1 + n_tokens // 8, seed):
+        words.extend(document.split())
+    text = ""
+    for count in range(1, len(words) + 1):
+        candidate = " ".join(words[:count])
+        length = len(tok.encode(candidate).ids)
+        if length == n_tokens:
+            return candidate
+        if length > n_tokens:
+            break
+        text = candidate
+    raise ValueError(f"could not make exactly {n_tokens} tokens (got to {len(tok.encode(text).ids)})")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(script: str, port: int, log: Path) -> subprocess.Popen:
+    out = open(log, "w")
+    return subprocess.Popen([sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
+                             "--server.port", str(port), "--server.fileWatcherType", "none",
+                             "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{url}: streamlit exited")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"{url}: no answer in {timeout} s")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Measuring in the page
+# ---------------------------------------------------------------------------------------------------------
+
+class Page:
+    """One app in one browser tab, with what "drawn" means for it."""
+
+    def __init__(self, browser, url: str, charts: int, mask_from: str, context: int | None, name: str):
+        self.page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        self.page.set_default_timeout(TIMEOUT_MS)
+        self.url, self.charts, self.mask_from, self.context, self.name = url, charts, mask_from, context, name
+
+    def load(self) -> None:
+        self.page.goto(self.url)
+        self.page.wait_for_selector(".js-plotly-plot")
+        self.page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')"
+                                    "?.getAttribute('data-test-script-state') === 'notRunning'")
+        self.page.wait_for_timeout(1000)
+
+    def _expect(self, n_tokens: int) -> tuple[int, bool, str | None]:
+        if self.context is not None and n_tokens > self.context:
+            return 0, False, "context length"
+        return self.charts, True, None
+
+    def _measure(self, action, n_tokens: int, need_change: bool = True) -> float:
+        self.page.evaluate(OBSERVER_JS)
+        charts, change, error = self._expect(n_tokens)
+        action()
+        try:
+            handle = self.page.wait_for_function(DONE_JS, arg=[charts, change and need_change, error, QUIET_MS],
+                                                 polling=50, timeout=TIMEOUT_MS)
+        except Exception:
+            state = self.page.evaluate("""() => ({bench: {...window.__bench, observer: undefined},
+                now: performance.now(), charts: document.querySelectorAll('.js-plotly-plot').length,
+                state: document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state'),
+                status: !!document.querySelector('[data-testid="stStatusWidget"]'),
+                alerts: [...document.querySelectorAll('[data-testid="stAlert"]')].map(e => e.innerText)})""")
+            raise RuntimeError(f"{self.name}: not drawn after {TIMEOUT_MS / 1000} s: {state}") from None
+        return float(handle.json_value()) / 1000
+
+    def _start_clock(self) -> None:
+        self.page.evaluate("() => { window.__bench.t0 = performance.now(); }")
+
+    def type_text(self, text: str, n_tokens: int) -> float:
+        box = self.page.get_by_role("textbox", name="Text", exact=True)
+
+        def act():
+            box.fill(text)
+            self._start_clock()
+            box.press("Control+Enter")
+        return self._measure(act, n_tokens)
+
+    def choose_mask(self, option: str, n_tokens: int, measured: bool = True) -> float:
+        self.page.get_by_test_id("stSelectbox").filter(has_text="Mask").first.click()
+        choice = self.page.get_by_role("option", name=option, exact=True)
+        choice.wait_for()
+
+        def act():
+            self._start_clock()
+            choice.click()
+        return self._measure(act, n_tokens)
+
+
+def run(sizes: list[int], repeats: int) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    cards = {card.name: card for card in list_cards()}
+    context = cards[DEFAULT_TEXT_MODEL].config.max_len
+    longest = max(card.config.max_len for card in cards.values())
+    logs = Path(os.environ.get("TMPDIR", "/tmp"))
+    ports = free_port(), free_port()
+    servers = [start("app.py", ports[0], logs / "bench_app.log"),
+               start("tests/benchmarks/trivial_page.py", ports[1], logs / "bench_trivial.log")]
+    results: dict = {"sizes": sizes, "repeats": repeats, "model": DEFAULT_TEXT_MODEL, "context": context,
+                     "longest_context_bundled": longest, "quiet_ms": QUIET_MS, "rows": []}
+    try:
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        for url, server in zip(urls, servers):
+            wait_healthy(url, server)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            app = Page(browser, urls[0], APP_CHARTS, "model's own (causal)", context, "app")
+            trivial = Page(browser, urls[1], 1, "causal", None, "trivial")
+            for page in (app, trivial):
+                page.load()
+                page.type_text(grammar_text(12, 999), 12)  # warm up: model loaded, first figures drawn
+            for n in sizes:
+                times = {(page.name, what): [] for page in (app, trivial) for what in ("type", "toggle")}
+                for repeat in range(repeats):
+                    text = grammar_text(n, seed=1000 * n + repeat)
+                    for page in (app, trivial) if repeat % 2 == 0 else (trivial, app):
+                        times[(page.name, "type")].append(page.type_text(text, n))
+                        times[(page.name, "toggle")].append(page.choose_mask("none", n))
+                        page.choose_mask(page.mask_from, n)  # back, not measured (cached)
+                row = {"tokens": n, "past_context": n > context}
+                for (name, what), values in times.items():
+                    row[f"{name}_{what}_s"] = statistics.median(values)
+                    row[f"{name}_{what}_all_s"] = values
+                for what in ("type", "toggle"):
+                    row[f"{what}_ratio"] = row[f"app_{what}_s"] / row[f"trivial_{what}_s"]
+                if n in TARGETS:
+                    row["toggle_target_ratio"] = TARGETS[n]
+                    row["toggle_meets_target"] = row["toggle_ratio"] <= TARGETS[n]
+                results["rows"].append(row)
+                print_row(row)
+            browser.close()
+    finally:
+        for server in servers:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    return results
+
+
+HEADER = (f"{'N':>5} {'what':<7} {'app s':>7} {'floor s':>8} {'ratio':>6}  note")
+
+
+def print_row(row: dict) -> None:
+    for what in ("type", "toggle"):
+        note = "past the context length: the 'context length' message" if row["past_context"] else "figures drawn"
+        target = row.get("toggle_target_ratio") if what == "toggle" else None
+        if target:
+            note += f"; target <= {target}x: {'met' if row['toggle_meets_target'] else 'NOT met'}"
+        print(f"{row['tokens']:>5} {what:<7} {row[f'app_{what}_s']:>7.3f} {row[f'trivial_{what}_s']:>8.3f} "
+              f"{row[f'{what}_ratio']:>6.2f}  {note}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 512])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    if not Path(CHROMIUM).exists():
+        print(f"no Chromium at {CHROMIUM}", file=sys.stderr)
+        return 2
+    print(HEADER, flush=True)
+    results = run(args.sizes, args.repeats)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

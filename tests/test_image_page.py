@@ -1,0 +1,157 @@
+"""The image page under AppTest, on tiny random ViTs (tests/vision_models.py), so it runs in seconds."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from streamlit.testing.v1 import AppTest
+
+from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
+from vision_models import write_tiny_vits
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "image_lab.py")
+N_CHARTS = 7  # image, probabilities, figure 2, CLS one head, CLS every head, rollout, one patch
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory):
+    return write_tiny_vits(tmp_path_factory.mktemp("vit_models"))
+
+
+@pytest.fixture
+def app(models_dir, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+
+    def start(**params: str) -> AppTest:
+        at = AppTest.from_file(PAGE, default_timeout=60)
+        for key, value in params.items():
+            at.query_params[key] = value
+        return at.run()
+    return start
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def text_of(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [i.value for i in at.info]
+    return "\n".join(parts + [h.value for h in at.subheader])
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("plotly_chart"))
+
+
+def test_page_renders_a_sample(app):
+    at = app()
+    ok(at)
+    assert len(charts(at)) == N_CHARTS
+    labels = generate_dataset(1, HELDOUT_SEED)[1]
+    assert f"a **{CLASSES[labels[0]]}**" in text_of(at)
+    assert "vit-learned" in text_of(at) and "position encoding in use: **learned**" in text_of(at)
+    assert at.selectbox(key="patch").value == 37  # the middle patch, n = 1 + 4*8 + 4
+    assert "Where the CLS token looks" in text_of(at)
+
+
+def test_switching_sample_layer_head_and_patch(app):
+    at = app()
+    at.number_input(key="sample").set_value(7).run()
+    ok(at)
+    assert "#7" in text_of(at)
+    at.radio(key="layer").set_value(1).run()
+    at.radio(key="head").set_value(1).run()
+    at.selectbox(key="patch").set_value(10).run()
+    ok(at)
+    assert "**Layer 1, head 1**" in text_of(at)
+    assert "Where patch n = 10 attends" in text_of(at)
+    at.radio(key="rollout_from").set_value("patch").run()
+    ok(at)
+    assert "rollout row of patch 9" in text_of(at)
+    assert len(charts(at)) == N_CHARTS
+
+
+def test_url_parameters_set_the_view(app):
+    at = app(sample="3", layer="L1", head="H0", patch="64: row 7, column 7", notation="paper")
+    ok(at)
+    assert at.number_input(key="sample").value == 3 and at.selectbox(key="patch").value == 64
+    assert at.radio(key="layer").value == 1 and at.radio(key="head").value == 0
+    assert "Paper notation" in text_of(at) and "column 0 of A" in text_of(at)
+
+
+def test_position_encoding_ablation(app):
+    at = app()
+    at.selectbox(key="pe").set_value("none").run()
+    ok(at)
+    text = text_of(at)
+    assert "Ablation" in text and "position encoding in use: **none**" in text
+    assert "e_n = 0" in text
+
+
+def test_position_encoding_switches_to_the_trained_model(app):
+    at = app(apply="trained model")
+    at.selectbox(key="pe").set_value("sinusoidal").run()
+    ok(at)
+    text = text_of(at)
+    assert "Showing **vit-sinusoidal**" in text and "position encoding in use: **sinusoidal**" in text
+    assert "**vit-sinusoidal** says" in text
+
+
+def test_mean_pooling_model_says_it_has_no_cls(app):
+    at = app(model="vit-mean")
+    ok(at)
+    text = text_of(at)
+    assert "No CLS token" in text and "Where the readout looks" in text
+    assert at.selectbox(key="patch").value == 36  # patches start at n = 0
+    assert len(charts(at)) == N_CHARTS
+
+
+def test_upload_of_a_png(app):
+    at = app(source="upload")
+    ok(at)
+    assert len(charts(at)) == 0 and "Choose an image file" in text_of(at)
+    image = np.repeat(np.repeat(generate_dataset(1, 5)[0][0], 2, axis=0), 2, axis=1)  # 64 x 64
+    at.file_uploader(key="upload").set_value(("shape.png", png_bytes(image), "image/png")).run()
+    ok(at)
+    assert len(charts(at)) == N_CHARTS
+    assert "resized from 64×64 to 32×32" in text_of(at)
+    assert "upload 'shape.png'" in text_of(at)
+
+
+def test_a_bad_upload_shows_the_loaders_message(app):
+    at = app(source="upload")
+    junk = np.random.default_rng(0).integers(0, 256, 3000, dtype=np.uint8).tobytes()
+    at.file_uploader(key="upload").set_value(("photo.png", junk, "image/png")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1 and "Can't use this file" in at.error[0].value
+    assert "not a supported image" in at.error[0].value
+    assert len(charts(at)) == 0
+
+
+def test_drawing(app):
+    at = app(source="draw", start="cross")
+    ok(at)
+    assert len(at.data_editor) == 1 and len(charts(at)) == N_CHARTS
+    assert "a drawing (" in text_of(at)
+    at.selectbox(key="start").set_value("blank").run()
+    ok(at)
+    assert "a drawing (0 cells painted)" in text_of(at)
+
+
+def test_no_image_model_yet(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(tmp_path))
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    assert "No bundled image model yet" in at.info[0].value

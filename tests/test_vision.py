@@ -1,0 +1,290 @@
+"""core/vision.py (what the image page shows) and core/figures/images.py (its figures), on tiny random ViTs."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from core.analysis import rollout
+from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
+from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,
+                                 figure2_strip, image_with_grid)
+from core.patches import patchify
+from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention, patch_token,
+                         readout_attention, record_image, rollout_grid, token_of_patch)
+from vision_models import tiny_vit
+
+ROWS = COLS = 8  # 32 x 32 images, 4 x 4 patches
+N_PATCHES = ROWS * COLS
+
+
+@pytest.fixture(scope="module")
+def images():
+    return generate_dataset(4, HELDOUT_SEED)[0]
+
+
+@pytest.fixture(scope="module")
+def vit():
+    return tiny_vit(0, pos_encoding="learned")
+
+
+@pytest.fixture(scope="module")
+def vit_mean():
+    return tiny_vit(3, pos_encoding="learned", pooling="mean")
+
+
+@pytest.fixture(scope="module")
+def run(vit, images):
+    return record_image(vit, images[0])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Recording an image
+# ---------------------------------------------------------------------------------------------------------
+
+def test_record_image_gives_probabilities_of_the_models_logits(vit, images, run):
+    assert run.probabilities.shape == (len(CLASSES),)
+    assert run.probabilities.sum() == pytest.approx(1.0)
+    logits = run.recording["logits"]
+    assert run.predicted == int(np.argmax(logits))
+    assert run.predicted_class == CLASSES[run.predicted]
+    assert np.array_equal(run.image, images[0])
+    assert run.recording.n_tokens == N_PATCHES + 1  # CLS + 64 patches
+
+
+@pytest.mark.parametrize("bad", [np.zeros((32, 32, 3), dtype=np.float32), np.zeros((16, 16, 3), dtype=np.uint8),
+                                 np.zeros((32, 32), dtype=np.uint8)])
+def test_record_image_refuses_what_the_model_cannot_take(vit, bad):
+    with pytest.raises(ValueError):
+        record_image(vit, bad)
+
+
+def test_token_positions_follow_the_cls_token(vit, vit_mean):
+    assert token_of_patch(vit.cfg, 0) == 1 and token_of_patch(vit.cfg, 63) == 64
+    assert token_of_patch(vit_mean.cfg, 0) == 0 and token_of_patch(vit_mean.cfg, 63) == 63
+
+
+def test_image_encodings_offer_only_what_patches_can_use():
+    assert image_encodings("learned") == ["learned", "none", "sinusoidal"]
+    assert image_encodings("none") == ["none", "sinusoidal"]
+    assert image_encodings("sinusoidal") == ["sinusoidal", "none"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Figure 2: x_n = W p_n + e_n
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("encoding, pe", [("learned", None), ("sinusoidal", None), ("none", None),
+                                          ("learned", "none"), ("learned", "sinusoidal")])
+@pytest.mark.parametrize("patch", [0, 9, 63])
+def test_figure2_identity_matches_the_recording(images, encoding, pe, patch):
+    model = tiny_vit(1, pos_encoding=encoding)
+    run = record_image(model, images[1], pe=pe)
+    token = patch_token(model, run, patch)
+    rec = run.recording
+    n = patch + 1
+    assert token.token == n and (token.row, token.col) == divmod(patch, COLS)
+    # vec(p_n) is the model's own patchify of the image, and the pixels are that square of the image
+    image = torch.tensor(images[1]).permute(2, 0, 1)[None].float() / 255
+    assert np.allclose(token.vec, patchify(image, 4)[0, patch].numpy())
+    r, c = divmod(patch, COLS)
+    assert np.allclose(token.pixels, images[1][4 * r:4 * r + 4, 4 * c:4 * c + 4] / 255)
+    # W p_n + b recomputed from the weights is row n of hook_embed; e_n is row n of hook_pos_embed
+    with torch.no_grad():
+        w_p = (model.patch_embed.weight @ torch.tensor(token.vec) + model.patch_embed.bias).numpy()
+    assert np.allclose(w_p, rec["hook_embed"][n], atol=1e-5)
+    assert np.array_equal(token.embedded, rec["hook_embed"][n])
+    assert np.array_equal(token.position, rec["hook_pos_embed"][n])
+    # x_n = W p_n + e_n is what enters block 0
+    assert np.allclose(token.embedded + token.position, rec["blocks.0.hook_resid_pre"][n], atol=1e-6)
+    assert np.array_equal(token.token_vector, rec["blocks.0.hook_resid_pre"][n])
+    assert token.embed_error < 1e-5 and token.sum_error < 1e-6
+    if (pe or encoding) == "none":
+        assert not token.position.any()  # no position encoding: e_n = 0
+    if encoding == "learned" and pe is None:
+        assert np.allclose(token.position, model.pos_embed.weight[n].detach().numpy())
+
+
+def test_figure2_refuses_a_patch_that_does_not_exist(vit, run):
+    with pytest.raises(ValueError, match="64 patches"):
+        patch_token(vit, run, 64)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Attention on the patch grid
+# ---------------------------------------------------------------------------------------------------------
+
+def test_cls_attention_is_row_zero_on_the_8x8_grid(vit, run):
+    attention = readout_attention(run)
+    m, h = vit.cfg.n_layers, vit.cfg.n_heads
+    assert attention.grid.shape == (m, h, ROWS, COLS)
+    assert attention.cls_self.shape == (m, h)
+    patterns = run.recording.patterns()
+    assert np.allclose(attention.grid.reshape(m, h, -1), patterns[:, :, 0, 1:])
+    assert np.allclose(attention.grid.sum(axis=(2, 3)) + attention.cls_self, 1.0, atol=1e-5)
+    # patch (r, c) sits at grid[r, c]: patch 9 = row 1, column 1 = token 10
+    assert attention.grid[1, 0, 1, 1] == pytest.approx(patterns[1, 0, 0, 10])
+
+
+def test_mean_pooling_model_uses_the_mean_over_queries(vit_mean, images):
+    run = record_image(vit_mean, images[0])
+    attention = readout_attention(run)
+    assert attention.cls_self is None and "mean" in attention.source and attention.notes
+    patterns = run.recording.patterns()
+    assert run.recording.n_tokens == N_PATCHES
+    assert attention.grid.shape == (2, 2, ROWS, COLS)
+    assert np.allclose(attention.grid.reshape(2, 2, -1), patterns.mean(axis=2))
+    assert np.allclose(attention.grid.sum(axis=(2, 3)), 1.0, atol=1e-5)
+    grid, share, what = rollout_grid(run)
+    assert share is None and "mean" in what
+    assert grid.sum() == pytest.approx(1.0)
+    weights, to_cls = patch_attention(run, 0, 1, 5)
+    assert to_cls is None and np.allclose(weights.reshape(-1), patterns[0, 1, 5])
+
+
+def test_patch_attention_is_the_patchs_query_row(run):
+    weights, to_cls = patch_attention(run, 1, 0, 9)
+    row = run.recording.pattern(1)[0, 10]
+    assert weights.shape == (ROWS, COLS)
+    assert to_cls == pytest.approx(row[0])
+    assert np.allclose(weights.reshape(-1), row[1:])
+    assert weights.sum() + to_cls == pytest.approx(1.0, abs=1e-5)
+
+
+def test_rollout_rows_sum_to_one_and_the_grid_is_row_zero(run):
+    rolled = rollout(run.recording.patterns())
+    assert np.allclose(rolled.sum(axis=-1), 1.0)
+    grid, share, _ = rollout_grid(run)
+    assert grid.shape == (ROWS, COLS)
+    assert np.allclose(grid.reshape(-1), rolled[0, 1:]) and share == pytest.approx(rolled[0, 0])
+    assert grid.sum() + share == pytest.approx(1.0)
+    from_patch, share_patch, what = rollout_grid(run, source=9)
+    assert np.allclose(from_patch.reshape(-1), rolled[10, 1:]) and "patch 9" in what
+    assert from_patch.sum() + share_patch == pytest.approx(1.0)
+
+
+def _with_patterns(run: ImageRecording, pattern: np.ndarray) -> ImageRecording:
+    """The same run with every head's pattern replaced by `pattern` [N, N]."""
+    rec = run.recording
+    tensors = dict(rec.tensors)
+    for layer in range(rec.n_layers):
+        name = f"blocks.{layer}.attn.hook_pattern"
+        tensors[name] = torch.tensor(np.broadcast_to(pattern, tensors[name].shape).copy())
+    return ImageRecording(type(rec)(rec.config, tensors, dict(rec.meta)), run.image, run.probabilities)
+
+
+def test_rollout_of_identity_attention_is_the_identity(run):
+    n = run.recording.n_tokens
+    assert np.allclose(rollout(np.broadcast_to(np.eye(n), (3, 2, n, n))), np.eye(n))
+    grid, share, _ = rollout_grid(_with_patterns(run, np.eye(n)))
+    assert share == pytest.approx(1.0) and np.allclose(grid, 0.0)  # CLS draws only on itself
+    from_patch, share_patch, _ = rollout_grid(_with_patterns(run, np.eye(n)), source=9)
+    assert share_patch == pytest.approx(0.0) and from_patch[1, 1] == pytest.approx(1.0)
+    assert from_patch.sum() == pytest.approx(1.0)
+
+
+def test_rollout_of_uniform_attention_is_uniform(run):
+    """Uniform attention mixes every token equally. Without the residual term the rollout is exactly uniform;
+    with rollout's residual ½ I per layer, M layers leave 2^-M on the token itself and spread the rest evenly:
+    rollout = (1 - 2^-M) U + 2^-M I, so every *other* token (every patch, seen from CLS) gets the same share."""
+    n, m = run.recording.n_tokens, run.recording.n_layers
+    uniform = np.full((n, n), 1.0 / n)
+    stacked = np.broadcast_to(uniform, (3, 2, n, n))
+    assert np.allclose(rollout(stacked, residual_weight=0.0), 1.0 / n)
+    assert np.allclose(rollout(stacked), (1 - 0.5 ** 3) / n + 0.5 ** 3 * np.eye(n))
+    grid, share, _ = rollout_grid(_with_patterns(run, uniform))
+    assert np.allclose(grid, (1 - 0.5 ** m) / n)  # the same on every patch
+    assert share == pytest.approx((1 - 0.5 ** m) / n + 0.5 ** m)
+    assert grid.sum() + share == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drawing
+# ---------------------------------------------------------------------------------------------------------
+
+def test_a_drawing_becomes_a_32x32_image():
+    cells = np.zeros((16, 16), dtype=bool)
+    cells[3, 5] = True
+    image = mask_grid(cells, 32, ink=(255, 0, 0), background=(0, 0, 9))
+    assert image.shape == (32, 32, 3) and image.dtype == np.uint8
+    assert (image[6:8, 10:12] == (255, 0, 0)).all()
+    assert (image[0, 0] == (0, 0, 9)).all() and (image == (255, 0, 0)).all(axis=-1).sum() == 4
+    with pytest.raises(ValueError):
+        mask_grid(np.zeros((5, 5), dtype=bool), 32)
+
+
+def test_a_shape_mask_downsamples_to_the_drawing_grid():
+    mask = np.zeros((32, 32), dtype=bool)
+    mask[8:16, 0:4] = True
+    cells = downsample_mask(mask, 16)
+    assert cells.shape == (16, 16) and cells.sum() == 8 and cells[4:8, 0:2].all()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------------------
+
+def _heatmaps(fig: go.Figure) -> list:
+    return [trace for trace in fig.data if trace.type == "heatmap"]
+
+
+def test_image_with_grid_draws_the_image_the_grid_and_the_numbers(images):
+    fig = image_with_grid(images[0], 4, first_token=1, selected=9)
+    assert any(trace.type == "image" for trace in fig.data)
+    lines = [shape for shape in fig.layout.shapes if shape.type == "line"]
+    assert len(lines) == 14  # 7 inner vertical + 7 inner horizontal lines
+    outline = [shape for shape in fig.layout.shapes if shape.type == "rect"]
+    assert len(outline) == 1 and (outline[0].x0, outline[0].y0) == (4, 4)
+    numbers = next(trace for trace in fig.data if trace.type == "scatter" and trace.mode == "text")
+    assert list(numbers.text) == [str(n) for n in range(1, 65)]
+    clickable = next(trace for trace in fig.data if trace.type == "scatter" and trace.name == "patches")
+    assert [int(c[0]) for c in clickable.customdata] == list(range(1, 65))
+    assert (clickable.x[10], clickable.y[10]) == (10, 6)  # patch 10 = row 1, column 2: centre (10, 6)
+    assert list(fig.layout.yaxis.range) == [32, 0]  # y down, as in the image
+
+
+def test_attention_overlay_is_a_heatmap_over_the_image(images):
+    grid = np.random.default_rng(0).dirichlet(np.ones(64)).reshape(8, 8)
+    fig = attention_overlay(images[0], grid, 4, selected=0)
+    kinds = [trace.type for trace in fig.data]
+    assert kinds == ["image", "heatmap"]  # the heatmap on top of the image
+    heat = _heatmaps(fig)[0]
+    assert np.asarray(heat.z).shape == (8, 8) and heat.zmax == pytest.approx(grid.max())
+    assert "rgba" in heat.colorscale[0][1] and heat.colorscale[0][1].endswith(", 0)")  # 0 is transparent
+    assert list(heat.x) == [2 + 4 * c for c in range(8)]
+
+
+def test_small_multiples_have_one_panel_per_layer_and_head(images):
+    grids = np.random.default_rng(1).random((3, 2, 8, 8))
+    fig = attention_small_multiples(images[0], grids, 4, selected=(1, 1), extra=np.zeros((3, 2)))
+    heat = _heatmaps(fig)
+    assert len(heat) == 6 and all(np.asarray(h.z).shape == (8, 8) for h in heat)
+    assert all(np.asarray(h.z).max() == pytest.approx(1.0) for h in heat)  # each panel scaled to its own max
+    assert [a.text for a in fig.layout.annotations][3].startswith("L1 H1")
+    assert len(fig.layout.shapes) == 1
+
+
+@pytest.mark.parametrize("notation, shape", [("paper", (32, 1)), ("common", (1, 32))])
+def test_figure2_strip_has_the_patch_and_four_vectors(vit, run, notation, shape):
+    token = patch_token(vit, run, 9)
+    fig = figure2_strip(token.pixels, token.vec, token.embedded, token.position, token.token_vector, token.token,
+                        notation=notation)
+    assert fig.data[0].type == "image"
+    heat = _heatmaps(fig)
+    assert len(heat) == 4
+    vec_shape = (48, 1) if notation == "paper" else (1, 48)
+    assert np.asarray(heat[0].z).shape == vec_shape
+    assert all(np.asarray(h.z).shape == shape for h in heat[1:])
+    assert np.allclose(np.asarray(heat[3].z).reshape(-1), token.token_vector)
+    assert heat[1].zmax == heat[2].zmax == heat[3].zmax  # one colour scale for W p, e and x
+
+
+def test_class_probability_bars(run):
+    fig = class_probability_bars(run.probabilities, CLASSES, true_label=2)
+    bar = fig.data[0]
+    assert bar.type == "bar" and len(bar.x) == len(CLASSES)
+    assert bar.y[2].endswith("✓")
+    colours = list(bar.marker.color)
+    assert len(set(colours)) == 2 and colours.count(colours[run.predicted]) == 1
