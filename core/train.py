@@ -77,12 +77,13 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     items.append(Preset("mlm-learned", "grammar-mlm", _text_config(vocab_size, mask="none", head="masked_token"),
                         "bidirectional masked-token model on the grammar corpus", steps=1500, learning_rate=2e-3))
     # Reversal must locate the separator before it can mirror, so it gets longer than copy and sort.
-    # Reversal must locate the separator before it can mirror, so it trains longer. Copy uses RoPE: with only
-    # relative positions, finding the previous occurrence (an induction head) beats counting from the separator.
-    items += [Preset(task, task, _text_config(vocab_size, n_layers=2, max_len=32, pos_encoding=pe),
+    # Reversal must locate the separator before it can mirror, so it trains longer. Copy has one head per layer
+    # and RoPE, which leaves it one circuit: a previous-token head, then an induction head reading it
+    # (with more heads it learns an equivalent but shifted circuit that hides the textbook pattern).
+    items += [Preset(task, task, _text_config(vocab_size, n_layers=2, max_len=32, pos_encoding=pe, n_heads=heads),
                      f"the {task} task: input | answer", steps=steps, batch_size=64, learning_rate=2e-3)
-              for task, steps, pe in (("reversal", 4000, "learned"), ("copy", 2000, "rope"),
-                                      ("sort", 2000, "learned"))]
+              for task, steps, pe, heads in (("reversal", 4000, "learned", 4), ("copy", 2000, "rope", 1),
+                                             ("sort", 2000, "learned", 4))]
     items += [Preset(f"vit-{pe}", "shapes", _image_config(pos_encoding=pe),
                      f"vision transformer on generated shapes, CLS readout, position encoding: {pe}",
                      steps=2500, batch_size=64, learning_rate=2e-3)

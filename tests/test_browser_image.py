@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.data.images import generate_dataset
 from test_browser import CHART, CHROMIUM, ERROR, _build_models, _free_port, page, shoot, wait_idle  # noqa: F401
@@ -99,9 +100,16 @@ def test_image_page_in_the_browser(server, page, shoot, tmp_path):
     shoot(page, "image_1_sample")
 
     # click patch row 1, column 2 (token n = 11) on the image: it becomes the chosen patch
-    plot_area = page.locator(CHART).first.locator(".nsewdrag").first.bounding_box()
-    page.mouse.click(plot_area["x"] + plot_area["width"] * 10 / 32, plot_area["y"] + plot_area["height"] * 6 / 32)
-    page.get_by_text("Where patch n = 11 attends").wait_for()
+    chosen = page.get_by_text("Where patch n = 11 attends")
+    for _ in range(4):  # a click that lands while the chart is still wiring its events is lost: click again
+        plot_area = page.locator(CHART).first.locator(".nsewdrag").first.bounding_box()
+        page.mouse.click(plot_area["x"] + plot_area["width"] * 10 / 32, plot_area["y"] + plot_area["height"] * 6 / 32)
+        try:
+            chosen.wait_for(timeout=20_000)
+            break
+        except PlaywrightTimeout:
+            wait_idle(page)
+    chosen.wait_for()
     wait_idle(page)
     assert "patch=11" in page.url and page.locator(ERROR).count() == 0
 
