@@ -20,9 +20,7 @@ Pooling = Literal["cls", "mean"]
 
 POSITION_ENCODINGS: tuple[str, ...] = get_args(PositionEncoding)
 MASK_KINDS: tuple[str, ...] = get_args(MaskKind)
-# Encodings added to the token embedding (x_n = W p_n + e_n, seed 001 footnote 19) ...
-ADDITIVE_ENCODINGS = ("sinusoidal", "learned")
-# ... and those that act inside attention (on q/k, or as a bias on the scores).
+# Encodings that act inside attention (on q/k, or as a bias on the scores) rather than on the embedding.
 ATTENTION_ENCODINGS = ("rope", "alibi", "relative")
 # Encodings with no trained parameters: any model can be run with one of them instead of its own.
 PARAMETER_FREE_ENCODINGS = ("none", "sinusoidal", "rope", "alibi")

@@ -20,11 +20,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.config import (ADDITIVE_ENCODINGS, PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig)
+from core.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
 from core.masks import MaskSpec, build_mask, padding_mask
 from core.patches import patchify
 from core.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
-from core.recording import Recording, block_hook
+from core.recording import Recording
 
 
 class Recorder:

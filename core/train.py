@@ -27,7 +27,7 @@ from core.config import ModelConfig
 from core.data.images import CLASSES, IMAGE_SIZE
 from core.model import Transformer
 from core.registry import MODELS_DIR
-from core.tasks import IGNORE, Batch, ImagePool, TokenPool, text_pool
+from core.tasks import IGNORE, Batch, ImagePool, text_pool
 from core.tokenizer import TextTokenizer
 
 TRAIN_SEED = 0

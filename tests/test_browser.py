@@ -3,6 +3,7 @@
 Run with `pytest -m browser tests/test_browser.py`. Screenshots go to a temporary folder, and also to
 $ATTENTION_LAB_SCREENSHOTS when it is set."""
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -38,12 +39,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The app on a free port, on small test models; killed at teardown."""
-    models = _build_models(tmp_path_factory.mktemp("models"))
+@contextlib.contextmanager
+def serve_app(models: Path, log: Path):
+    """`streamlit run app.py` on a free port reading models from `models`; yields its URL, stops it after."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
     env = {**os.environ, "ATTENTION_LAB_MODELS_DIR": str(models), "PYTHONUNBUFFERED": "1"}
     with open(log, "w") as out:
         process = subprocess.Popen(
@@ -70,6 +69,14 @@ def server(tmp_path_factory):
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app on small test models; killed at teardown."""
+    models = _build_models(tmp_path_factory.mktemp("models"))
+    with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
 
 
 @pytest.fixture

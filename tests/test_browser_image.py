@@ -1,18 +1,11 @@
 """The image page in a real browser: `streamlit run` driven by Playwright in the system Chromium.
 
 Run with `pytest -m browser tests/test_browser_image.py`. Reuses the browser fixtures of tests/test_browser.py; the
-server here also has tiny image models, and runs app.py, or, until app.py lists the image page, a copy of it that
-does (written to a temporary folder). Screenshots also go to $ATTENTION_LAB_SCREENSHOTS when it is set."""
+server here also has tiny image models. Screenshots also go to $ATTENTION_LAB_SCREENSHOTS when it is set."""
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -21,63 +14,19 @@ from PIL import Image
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.data.images import generate_dataset
-from test_browser import CHART, CHROMIUM, ERROR, _build_models, _free_port, page, shoot, wait_idle  # noqa: F401
+from test_browser import CHART, CHROMIUM, ERROR, _build_models, page, serve_app, shoot, wait_idle  # noqa: F401
 from vision_models import write_tiny_vits
-
-ROOT = Path(__file__).resolve().parent.parent
-PAGE_LINE = ('    st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", '
-             'url_path="image"),')
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
 
 
-def _app_listing_the_image_page(folder: Path) -> Path:
-    """app.py if it lists pages/image_lab.py, else a copy in `folder` that does (page paths made absolute)."""
-    source = (ROOT / "app.py").read_text()
-    if "pages/image_lab.py" in source:
-        return ROOT / "app.py"
-    lines = source.replace('st.Page("pages/', f'st.Page("{ROOT}/pages/').splitlines()
-    at = next(i for i, line in enumerate(lines) if line.strip() == "]")
-    lines.insert(at, PAGE_LINE.replace('"pages/', f'"{ROOT}/pages/'))
-    path = folder / "app.py"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """The app on a free port with tiny text and image models; killed at teardown."""
+    """The app with tiny text and image models; killed at teardown."""
     models = write_tiny_vits(_build_models(tmp_path_factory.mktemp("models")))
-    app = _app_listing_the_image_page(tmp_path_factory.mktemp("app"))
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    env = {**os.environ, "ATTENTION_LAB_MODELS_DIR": str(models), "PYTHONUNBUFFERED": "1"}
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
-             "--server.port", str(port), "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def _png(tmp_path: Path) -> Path:
