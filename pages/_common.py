@@ -121,6 +121,20 @@ def show_input_error(message: str) -> None:
     st.error(f"**Can't run this:** {message}", icon="⚠️")
 
 
+DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
+
+
+def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
+    """The page's text box and the model's own recording of it; on bad input an error box, then the page stops."""
+    text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
+                        help="Lowercase words from the grammar work best. Press Ctrl+Enter (or click outside) to run.")
+    recording = get_recording(Setting(card.name), text or "")
+    if isinstance(recording, str):
+        show_input_error(recording)
+        st.stop()
+    return text, recording
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Choosing models and settings (no model maths: which bundled model matches a choice)
 # ---------------------------------------------------------------------------------------------------------

@@ -25,10 +25,9 @@ from core.figures.stream import (contribution_bars, logit_lens_heatmap, predicti
 from core.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
                        residual_norms)
 from core.record import tokenizer  # noqa: E402
-from pages._common import (BIND, Setting, get_model, get_recording, model_picker, models_dir,  # noqa: E402
-                           show_input_error, text_cards)
+from pages._common import (BIND, get_model, model_picker, models_dir, text_cards,  # noqa: E402
+                           typed_text_recording)
 
-DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
 PLOT_CONFIG = {"displaylogo": False}
 LENS_K = 5
 
@@ -108,12 +107,7 @@ st.caption("Each token carries one vector through the model, the residual stream
            "x⁽ᵐ⁾ = x⁽ᵐ⁻¹⁾ + res(x⁽ᵐ⁻¹⁾). At the end the unembedding turns it into a guess (§4.1).")
 cards = text_cards()
 card = model_picker(cards)
-text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
-                    help="Lowercase words from the grammar work best. Press Ctrl+Enter (or click outside) to run.")
-recording = get_recording(Setting(card.name), text or "")
-if isinstance(recording, str):
-    show_input_error(recording)
-    st.stop()
+text, recording = typed_text_recording(card)
 if recording.config.head == "classifier":
     st.info("This page reads token predictions; a classifier has none.", icon="ℹ️")
     st.stop()

@@ -26,11 +26,10 @@ from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, difference_hea
                                     head_lines, oriented, png_config, qk_products_bar, rollout_heatmap,
                                     small_multiples, softmax_row_bar, token_labels)
 from core.recording import Recording  # noqa: E402
-from pages._common import (APPLY_LABELS, BIND, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
+from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
                            get_recording, model_picker, notation_switch, show_input_error, text_cards,
                            trained_alternative, trained_encodings)
 
-DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
 NOTATION_CAPTIONS = {
     "common": "Common notation: row n is query n (the token doing the attending), columns are the keys n′ it "
               "reads from; **each row sums to 1**.",

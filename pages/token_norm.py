@@ -22,10 +22,9 @@ import streamlit as st  # noqa: E402
 from core.figures.attention import token_labels  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
-from pages._common import (BIND, Setting, get_model, get_recording, model_picker, models_dir,  # noqa: E402
-                           notation_switch, show_input_error, text_cards)
+from pages._common import (BIND, get_model, model_picker, models_dir, notation_switch,  # noqa: E402
+                           text_cards, typed_text_recording)
 
-DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
 PLOT_CONFIG = {"displaylogo": False}
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
                                                                              "unembedding"}
@@ -65,13 +64,7 @@ st.latex(r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}
 cards = text_cards()
 card = model_picker(cards)
 notation = notation_switch()
-text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
-                    help="Lowercase words from the grammar work best. Press Ctrl+Enter (or click outside) to run.")
-
-recording = get_recording(Setting(card.name), text or "")
-if isinstance(recording, str):
-    show_input_error(recording)
-    st.stop()
+text, recording = typed_text_recording(card)
 model, _ = get_model(card.name, str(models_dir()))
 cfg = recording.config
 tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
