@@ -228,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     if gap:
         results["position_gap"] = gap
         for name, row in gap.items():
-            print(f"lm-none vs {name}: perplexity x{row['perplexity_ratio_none_over_this']:.2f}, "
-                  f"agreement -{row['agreement_gap']:.3f}")
+            print(f"{name} vs lm-none: lm-none's perplexity is x{row['perplexity_ratio_none_over_this']:.3f} of "
+                  f"this one's; agreement {row['agreement_gap']:+.3f} over lm-none")
     if not args.model:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
         print(f"wrote {args.json}")
