@@ -46,6 +46,7 @@ class Preset:
     weight_decay: float = 0.01
     clip: float = 1.0
     pool_size: int = 20000
+    seed: int = TRAIN_SEED
 
 
 @dataclass
@@ -114,10 +115,10 @@ def loss_of(model: Transformer, batch: Batch) -> torch.Tensor:
 
 
 def batches(preset: Preset, tokenizer: TextTokenizer | None, seed: int) -> Iterator[Batch]:
-    """An endless stream of random batches from a pool generated with `seed`."""
+    """An endless stream of random batches, drawn with `seed` from the training split's pool (never held-out data)."""
     generator = torch.Generator().manual_seed(seed)
-    pool = ImagePool(preset.pool_size, seed) if preset.task == "shapes" else text_pool(
-        preset.task, preset.pool_size, seed, tokenizer)
+    pool = ImagePool(preset.pool_size, TRAIN_SEED) if preset.task == "shapes" else text_pool(
+        preset.task, preset.pool_size, TRAIN_SEED, tokenizer)
     while True:
         indices = torch.randint(len(pool), (preset.batch_size,), generator=generator).tolist()
         if preset.task == "shapes":
@@ -149,18 +150,18 @@ def train_steps(model: Transformer, preset: Preset, tokenizer: TextTokenizer | N
 
 def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True) -> Path:
     """Train one preset from scratch and save it; returns the card's path."""
-    torch.manual_seed(TRAIN_SEED)
+    torch.manual_seed(preset.seed)
     tokenizer = None if preset.task == "shapes" else TextTokenizer()
     model = Transformer(preset.config)
     curve: list[tuple[int, float]] = []
     started = time.perf_counter()
-    bar = tqdm(train_steps(model, preset, tokenizer), total=preset.steps, desc=preset.name, disable=not progress)
+    bar = tqdm(train_steps(model, preset, tokenizer, preset.seed), total=preset.steps, desc=preset.name, disable=not progress)
     for stats in bar:
         if stats.step % 25 == 0 or stats.step == preset.steps - 1:
             curve.append((stats.step, round(stats.loss, 4)))
             bar.set_postfix(loss=f"{stats.loss:.3f}", lr=f"{stats.learning_rate:.1e}")
     training = {"steps": preset.steps, "batch_size": preset.batch_size, "learning_rate": preset.learning_rate,
-                "warmup": preset.warmup, "seed": TRAIN_SEED, "seconds": round(time.perf_counter() - started, 1),
+                "warmup": preset.warmup, "seed": preset.seed, "seconds": round(time.perf_counter() - started, 1),
                 "loss_curve": curve}
     card = ModelCard(preset.name, preset.task, preset.config, preset.description, training=training)
     return save_checkpoint(model, card, out_dir)
