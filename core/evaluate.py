@@ -230,9 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, row in gap.items():
             print(f"{name} vs lm-none: lm-none's perplexity is x{row['perplexity_ratio_none_over_this']:.3f} of "
                   f"this one's; agreement {row['agreement_gap']:+.3f} over lm-none")
-    if not args.model:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-        print(f"wrote {args.json}")
+    if args.model and args.json.exists():  # evaluating some models updates their entries, keeping the rest
+        results = {**json.loads(args.json.read_text()), **results}
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.json}")
     return 0
 
 

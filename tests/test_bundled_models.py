@@ -56,8 +56,6 @@ def test_copy_repeats_the_sequence(copy_metrics):
     assert copy_metrics["token_accuracy"] >= 0.95
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (issue 3 left open): the bundled copy model solves the task with a "
-                   "shifted circuit, attending two tokens past the previous occurrence, not one")
 def test_copy_uses_a_textbook_induction_head(copy_metrics):
     assert copy_metrics["induction_score"] >= 0.5
 
