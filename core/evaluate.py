@@ -77,26 +77,16 @@ def ngram_perplexities(train: TokenPool, heldout: TokenPool, vocab_size: int) ->
 
 @torch.no_grad()
 def agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT) -> float:
-    """How often the model gives the verb form that agrees with the subject more probability than the other."""
+    """How often the verb form that agrees with the subject gets more probability than the other, read from
+    the prefix's last position (causal) or from a [MASK] appended where the verb goes (bidirectional)."""
+    masked = model.cfg.head == "masked_token"
     correct = 0
     examples = grammar.generate_agreement_examples(n, HELDOUT_SEED)
     for example in examples:
-        ids = tokenizer.encode(example.prefix).ids
+        ids = tokenizer.encode(example.prefix).ids + ([tokenizer.mask_id] if masked else [])
         logits = model(torch.tensor([ids])).logits[0, -1]
         right, wrong = tokenizer.token_to_id(example.correct), tokenizer.token_to_id(example.wrong)
         correct += bool(logits[right] > logits[wrong])
-    return correct / len(examples)
-
-
-@torch.no_grad()
-def masked_agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT) -> float:
-    """Agreement for a bidirectional model: the verb replaced by [MASK] at the end of the prefix."""
-    correct = 0
-    examples = grammar.generate_agreement_examples(n, HELDOUT_SEED)
-    for example in examples:
-        ids = tokenizer.encode(example.prefix).ids + [tokenizer.mask_id]
-        logits = model(torch.tensor([ids])).logits[0, -1]
-        correct += bool(logits[tokenizer.token_to_id(example.correct)] > logits[tokenizer.token_to_id(example.wrong)])
     return correct / len(examples)
 
 
@@ -126,7 +116,7 @@ def evaluate_grammar_lm(model: Transformer, tokenizer: TextTokenizer) -> dict:
 def evaluate_grammar_mlm(model: Transformer, tokenizer: TextTokenizer) -> dict:
     heldout = text_pool("grammar-mlm", N_HELDOUT, HELDOUT_SEED, tokenizer)
     metrics = {"masked_token_accuracy": masked_token_accuracy(model, heldout),
-               "agreement_accuracy": masked_agreement_accuracy(model, tokenizer)}
+               "agreement_accuracy": agreement_accuracy(model, tokenizer)}
     metrics["headline"] = {"masked_acc": metrics["masked_token_accuracy"], "agreement": metrics["agreement_accuracy"]}
     return metrics
 
