@@ -203,3 +203,56 @@ def notation_switch() -> str:
         help="The seed paper writes X as D×N (tokens across) and A_{n′,n} normalised over columns; most code "
              "writes X as N×D and A with rows summing to 1. Paper notation shows A transposed.")
     return notation or "common"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Classroom: presenter mode, "predict, then reveal", charts
+# ---------------------------------------------------------------------------------------------------------
+
+PRESENTER_CSS = """<style>
+html { font-size: 21px; }
+[data-testid="stMain"] h1 { font-size: 2.6rem; }
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; line-height: 1.5; }
+</style>"""
+PRESENTER_FONT = 20  # chart font size in presenter mode (plotly's default is 12)
+
+
+def presenter_mode() -> bool:
+    """The sidebar presenter-mode toggle (URL key `presenter`): large type for a projector. Charts drawn with
+    `chart` get large fonts too; every chart's colours are colour-blind-safe (Okabe-Ito categories, Blues /
+    Viridis / red-blue scales) in either mode."""
+    on = bool(st.sidebar.toggle("Presenter mode", key="presenter", bind=BIND,
+                                help="Large type for a projector or a big screen; the link keeps it on."))
+    if on:
+        st.html(PRESENTER_CSS)
+    return on
+
+
+def chart(fig, key: str, filename: str, *, zoom: bool = True, **kwargs):
+    """Draw a plotly figure with the app's toolbar (PNG download as `filename`.png) and, in presenter mode,
+    large fonts. Returns what st.plotly_chart returns (the selection, with on_select)."""
+    from core.figures.attention import png_config  # figures import plotly: only pages that draw pay for it
+
+    if st.session_state.get("presenter"):
+        fig.update_layout(font_size=PRESENTER_FONT, hoverlabel_font_size=PRESENTER_FONT)
+    return st.plotly_chart(fig, key=key, config=png_config(filename, zoom=zoom), **kwargs)
+
+
+def predict_then_reveal(key: str, question: str, options: list[str] | None, reveal) -> None:
+    """A "predict, then reveal" prompt: the class answers `question` (one of `options`, or free text when None),
+    then a button shows the answer: `reveal(prediction)` is called to draw it (the live result). The prediction is
+    bound to the URL under `key`; the reveal is per session (a shared link starts unrevealed)."""
+    with st.container(border=True):
+        st.markdown(f":material/psychology_alt: **Predict:** {question}")
+        if options is None:
+            prediction = st.text_input("Your prediction", key=key, bind=BIND, label_visibility="collapsed",
+                                       placeholder="Type your prediction, then reveal")
+        else:
+            prediction = st.radio("Your prediction", options, index=None, key=key, bind=BIND, horizontal=True,
+                                  label_visibility="collapsed")
+        shown = f"{key}__revealed"
+        if st.button("Reveal", key=f"{key}__reveal", icon=":material/visibility:"):
+            st.session_state[shown] = True  # the click's own rerun draws the answer; it stays shown after
+        if st.session_state.get(shown):
+            reveal(prediction)
