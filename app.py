@@ -5,7 +5,9 @@ To add a page, add one line to PAGES below.
 """
 
 import streamlit as st
+import torch
 
+torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
 st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
 
 PAGES = [

@@ -1,11 +1,11 @@
 """Text explorer: type a sentence and see what every attention head of a bundled text model does with it.
 
 URL parameters (all widgets are bound): model, notation (sidebar); text, mask, window, stride, pe, apply, compare,
-layer, head (the chosen head), qk_query, qk_key (the score taken apart), lines_layer, lines_heads, lines_token (the
-head view), rollout_residual (the rollout).
+layer, head (the chosen head), view (the open tab), qk_query, qk_key (the score taken apart), lines_layer,
+lines_heads, lines_token (the head view), rollout_residual (the rollout).
 
-The chosen head, the head view and the rollout are fragments: changing their own controls reruns only them. The
-score breakdown is a fragment inside the chosen head's, so it follows the layer and head picked there.
+The views sit in lazy tabs: only the open one runs and is drawn. The pickers and tabs are one fragment, and the
+score breakdown, the head view and the rollout fragments inside it: changing their own controls reruns only them.
 """
 
 from __future__ import annotations
@@ -145,11 +145,8 @@ def downloads(recording: Recording, layer: int, head: int, notation: str) -> Non
                                 "(the notation switch decides which way).")
 
 
-@st.fragment
-def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str) -> None:
-    """Layer and head pickers, the chosen head's heatmap (and, comparing, the baseline and the difference), all
-    heads, downloads, then the score breakdown of that head. A fragment: changing layer or head (or opening a
-    head from the overview) reruns only this part."""
+def head_pickers(recording: Recording, baseline: Recording | None) -> tuple[int, int]:
+    """The layer and head radios (URL keys `layer`, `head`), over the heads both recordings have."""
     n_layers = recording.n_layers if baseline is None else min(recording.n_layers, baseline.n_layers)
     n_heads = recording.config.n_heads if baseline is None else min(recording.config.n_heads, baseline.config.n_heads)
     col_layer, col_head = st.columns(2)
@@ -159,8 +156,12 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
     with col_head:
         head = st.radio("Head", list(range(n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
                         horizontal=True)
-    layer = 0 if layer is None else min(int(layer), n_layers - 1)
-    head = 0 if head is None else min(int(head), n_heads - 1)
+    return (0 if layer is None else min(int(layer), n_layers - 1)), (0 if head is None else min(int(head), n_heads - 1))
+
+
+def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
+                 layer: int, head: int) -> None:
+    """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     name = model_name(recording)
     if baseline is None:
@@ -206,8 +207,6 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         st.subheader("All heads (B)")
         overview(recording, notation, (layer, head))
     st.caption(PNG_NOTE)
-    st.subheader("One score, step by step: q · k → weight")
-    score_breakdown(recording, layer, head, notation, compared=baseline is not None)
 
 
 def _number(value: float | None, digits: int = 4) -> str:
@@ -316,6 +315,7 @@ def _open_head(source: str) -> None:
         if not rows:
             return
         layer, head = divmod(int(rows[0]), st.session_state["_n_heads"])
+        st.session_state["view"] = VIEWS[0]  # show the head that was picked
     st.session_state["layer"], st.session_state["head"] = layer, head
 
 
@@ -323,7 +323,8 @@ def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> 
     """Every layer x head as small multiples (the selected one outlined), with buttons that open one."""
     m, h = recording.n_layers, recording.config.n_heads
     st.plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
-                                    masked=masked_of(recording, 0), cell_px=int(np.clip(520 / h, 80, 150))),
+                                    masked=masked_of(recording, 0), cell_px=int(np.clip(520 / h, 80, 150)),
+                                    tokens=recording.meta["tokens"]),
                     key="overview_chart", config=png_config(f"{model_name(recording)}_all_heads_{notation}", zoom=False))
     st.pills("Open a head", [f"L{layer} H{head}" for layer in range(m) for head in range(h)], key="open_head",
              on_change=_open_head, args=("pills",), help="Shows it in full size.", wrap=True)
@@ -420,8 +421,37 @@ def summaries_table(recording: Recording) -> None:
                 help="Mean weight on the first token, [BOS] (often a 'no-op' resting place)", **fraction),
             "self": st.column_config.ProgressColumn(help="Mean weight on the query's own token", **fraction),
         })
-    st.caption("Sort by a column to find heads by behaviour; select a row to open that head above. "
+    st.caption("Sort by a column to find heads by behaviour; select a row to open that head in *Attention pattern*. "
                "Averages over the queries of this text.")
+
+
+VIEWS = ("Attention pattern", "One score, step by step", "Head view", "Rollout", "Head summaries")
+
+
+@st.fragment
+def views(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str) -> None:
+    """The layer and head pickers, then one tab per view (URL key `view`). Tabs are lazy: only the open one runs
+    and is drawn, so a toggle redraws one view, not six charts; a fragment, so picking a head or a tab reruns
+    only this part."""
+    layer, head = head_pickers(recording, baseline)
+    compared = baseline is not None
+    tabs = dict(zip(VIEWS, st.tabs(VIEWS, key="view", bind=BIND)))
+    if tabs["Attention pattern"].open:
+        with tabs["Attention pattern"]:
+            head_section(recording, baseline, labels, notation, layer, head)
+    if tabs["One score, step by step"].open:
+        with tabs["One score, step by step"]:
+            st.markdown("**q · k → weight**: one entry of the chosen head's pattern, taken apart.")
+            score_breakdown(recording, layer, head, notation, compared=compared)
+    if tabs["Head view"].open:
+        with tabs["Head view"]:
+            lines_section(recording, notation, compared=compared)
+    if tabs["Rollout"].open:
+        with tabs["Rollout"]:
+            rollout_section(recording, notation, compared=compared)
+    if tabs["Head summaries"].open:
+        with tabs["Head summaries"]:
+            summaries_table(recording)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -463,10 +493,4 @@ chosen_card = next((c for c in cards if c.name == chosen.model), card)
 labels = (own.describe(card), chosen.describe(chosen_card))
 st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")
 
-head_section(recording, baseline, labels, notation)
-st.subheader("Head view: who reads whom")
-lines_section(recording, notation, compared=baseline is not None)
-st.subheader("Attention rollout")
-rollout_section(recording, notation, compared=baseline is not None)
-st.subheader("Head summaries")
-summaries_table(recording)
+views(recording, baseline, labels, notation)

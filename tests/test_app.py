@@ -59,9 +59,15 @@ def charts(at: AppTest) -> int:
     return len(at.get("plotly_chart"))
 
 
-# the chosen head, all heads, the score breakdown's products and softmax row, the head view, the rollout
-CHARTS = 6
+# the default tab, "Attention pattern": the chosen head and all heads (the other tabs are lazy: not drawn)
+CHARTS = 2
 CHARTS_COMPARED = CHARTS + 2  # A, B and B - A instead of the one head
+
+
+def open_view(at: AppTest, view: str) -> AppTest:
+    """Open one of the page's tabs (URL key `view`) and rerun."""
+    at.session_state["view"] = view
+    return at.run()
 
 
 def summary_table(at: AppTest):
@@ -70,8 +76,14 @@ def summary_table(at: AppTest):
 
 def test_page_renders_head_overview_and_summaries(app):
     assert charts(app) == CHARTS
+    assert [tab.label for tab in app.tabs] == ["Attention pattern", "One score, step by step", "Head view",
+                                               "Rollout", "Head summaries"]
     assert app.text_area(key="text").value.startswith("the keys")
     assert app.selectbox(key="model").value == "lm-rope"
+    assert not any("entropy (bits)" in frame.value for frame in app.dataframe)  # a closed tab does not run
+    open_view(app, "Head summaries")
+    assert_ok(app, errors=True)
+    assert charts(app) == 0
     assert len(summary_table(app).value) == 4  # M=2 x H=2 heads
     assert "12 tokens" in " ".join(m.value for m in app.markdown)
 
@@ -171,6 +183,8 @@ def markdown_text(at: AppTest) -> str:
 
 
 def test_score_breakdown_shows_the_steps_and_matches_the_recording(app):
+    open_view(app, "One score, step by step")
+    assert charts(app) == 2  # the products and the softmax row
     assert app.selectbox(key="qk_query").value == 11 and app.selectbox(key="qk_key").value == 0  # last, [BOS]
     text = markdown_text(app)
     assert "rotated" in text  # lm-rope: the scores use the rotated q and k
@@ -184,6 +198,7 @@ def test_score_breakdown_shows_the_steps_and_matches_the_recording(app):
 
 
 def test_score_breakdown_follows_query_key_and_head(app):
+    open_view(app, "One score, step by step")
     app.selectbox(key="qk_query").select(3).run()
     app.selectbox(key="qk_key").select(7).run()  # after the query: masked by the causal mask
     assert_ok(app)
@@ -201,6 +216,7 @@ def test_score_breakdown_follows_query_key_and_head(app):
 
 
 def test_score_breakdown_without_rope_and_with_alibi(app):
+    open_view(app, "One score, step by step")
     app.selectbox(key="pe").select("alibi").run()
     assert_ok(app)
     text = markdown_text(app)
@@ -210,6 +226,7 @@ def test_score_breakdown_without_rope_and_with_alibi(app):
 
 
 def test_head_view_heads_and_token(app):
+    open_view(app, "Head view")
     assert app.multiselect(key="lines_heads").value == [0, 1]
     assert [t["name"] for t in chart_spec(app, "lines_chart")["data"]] == ["H0", "H1"]
     app.multiselect(key="lines_heads").set_value([1]).run()
@@ -221,11 +238,12 @@ def test_head_view_heads_and_token(app):
     spec = chart_spec(app, "lines_chart")
     assert "layer 1" in spec["layout"]["title"]["text"] and "<b>" in spec["layout"]["yaxis"]["ticktext"][4]
     app.multiselect(key="lines_heads").set_value([]).run()
-    assert_ok(app)
+    assert not app.exception and not app.error and charts(app) == 0
     assert "Pick at least one head" in " ".join(i.value for i in app.info)
 
 
 def test_rollout_rows_sum_to_one_in_both_notations(app):
+    open_view(app, "Rollout")
     assert "Each row sums to 1" in " ".join(c.value for c in app.caption)
     assert "from 1.000000 to 1.000000" in " ".join(c.value for c in app.caption)
     app.slider(key="rollout_residual").set_value(0.2).run()
@@ -237,9 +255,11 @@ def test_rollout_rows_sum_to_one_in_both_notations(app):
 
 def test_every_chart_offers_a_png_download_and_the_buttons_have_full_labels(app):
     import json
-    for chart in app.get("plotly_chart"):
-        config = json.loads(chart.proto.config)
-        assert config["displayModeBar"] is True and config["toImageButtonOptions"]["format"] == "png"
+    for view in ("One score, step by step", "Head view", "Rollout", "Attention pattern"):
+        open_view(app, view)
+        for chart in app.get("plotly_chart"):
+            config = json.loads(chart.proto.config)
+            assert config["displayModeBar"] is True and config["toImageButtonOptions"]["format"] == "png"
     assert "Download plot as a PNG" in " ".join(c.value for c in app.caption)
     labels = [button.proto.label for button in app.get("download_button")]
     assert labels == ["⬇ Download the recording (.npz)", "⬇ Download this pattern, L0 H0 (.csv)"]
@@ -249,6 +269,7 @@ def test_new_sections_in_compare_mode(app):
     app.toggle(key="compare").set_value(True).run()
     app.selectbox(key="mask").select("none").run()
     assert_ok(app)
+    open_view(app, "One score, step by step")
     assert "head 0 of B" in markdown_text(app)
     app.selectbox(key="qk_query").select(2).run()
     app.selectbox(key="qk_key").select(9).run()  # no mask in B: a later key is allowed

@@ -32,6 +32,7 @@ def test_head_heatmap_is_n_by_n_with_tokens_on_both_axes():
     z = np.asarray(weight_trace(fig).z)
     assert z.shape == (4, 4)
     assert list(fig.layout.xaxis.ticktext) == TOKENS and list(fig.layout.yaxis.ticktext) == TOKENS
+    assert fig.layout.xaxis.automargin is False  # fixed margins: automargin re-laid the chart out for seconds
     assert fig.layout.yaxis.autorange == "reversed"  # row 0 at the top, like a matrix
 
 
@@ -48,37 +49,60 @@ def fig_json(fig: go.Figure) -> str:
     return fig.to_json()
 
 
-def test_masked_cells_are_gaps_drawn_grey_and_hatched_not_small_weights():
+def filled_cells(fig: go.Figure, n: int) -> np.ndarray:
+    """The cells covered by the grey "masked" path shape (rectangles M x0,y0 H x1 V y1 H x0 Z), as [n, n] bool."""
+    path = next(shape.path for shape in fig.layout.shapes if shape.name == "masked")
+    covered = np.zeros((n, n), dtype=bool)
+    for part in path.split("Z")[:-1]:
+        x0, y0 = (float(v) for v in part[1:part.index("H")].split(","))
+        x1, y1 = float(part[part.index("H") + 1:part.index("V")]), float(part[part.index("V") + 1:part.rindex("H")])
+        covered[int(y0 + 0.5):int(y1 + 0.5), int(x0 + 0.5):int(x1 + 0.5)] = True
+    return covered
+
+
+def test_masked_cells_are_drawn_grey_and_hatched_over_their_zero_weight():
     pattern, scores = causal_pattern()
     fig = head_heatmap(pattern, TOKENS, scores)
     z = np.asarray(weight_trace(fig).z)
     masked = np.isneginf(scores)
-    assert np.isnan(z[masked]).all() and np.isfinite(z[~masked]).all()
-    fill = next(t for t in fig.data if t.name == "masked")
-    assert np.array_equal(np.isfinite(np.asarray(fill.z, dtype=float)), masked)
-    hatch = next(t for t in fig.data if t.name == "masked hatch")
-    assert len(hatch.x) == 3 * masked.sum() and hatch.mode == "lines"  # a stroke per cell, one SVG path
-    assert np.isnan(np.asarray(hatch.x)[2::3]).all()
-    np.testing.assert_allclose(np.asarray(hatch.x)[0::3] + 0.35, np.nonzero(masked)[1])
-    assert hatch.hoverinfo == "skip" and fill.hoverinfo == "skip"
+    assert (z[masked] == 0).all() and np.isfinite(z).all()  # the weight the model computed: exactly 0
+    assert np.array_equal(filled_cells(fig, 4), masked)
+    hatch = next(shape for shape in fig.layout.shapes if shape.name == "masked hatch")
+    assert hatch.path.count("M") == masked.sum()  # one stroke per masked cell, all in one SVG path
+    assert all(shape.layer == "above" for shape in fig.layout.shapes)  # over the heatmap; shapes take no hover
     custom = np.asarray(weight_trace(fig).customdata)
-    assert custom[0, 3, 3] == "−∞ (masked)" and custom[0, 3, 2] == "0 (masked)"
+    assert custom.dtype == np.float32 and np.isneginf(custom[masked]).all()  # the hover says the score is -inf
 
 
-def test_no_masked_traces_without_a_mask():
+def test_long_texts_are_grey_without_hatching_and_send_no_strings_per_cell():
+    n = 100
+    scores = np.where(np.tril(np.ones((n, n), dtype=bool)), 0.0, -np.inf)
+    pattern = np.where(np.isneginf(scores), 0.0, 1.0) / np.arange(1, n + 1)[:, None]
+    tokens = [f"w{i}" for i in range(n)]
+    fig = head_heatmap(pattern, tokens, scores)
+    assert [shape.name for shape in fig.layout.shapes] == ["masked"]
+    assert np.array_equal(filled_cells(fig, n), np.isneginf(scores))
+    assert fig.layout.shapes[0].path.count("Z") == n - 1  # one rectangle per row's run of masked keys
+    trace = weight_trace(fig)
+    assert np.asarray(trace.z).dtype == np.float32 and np.asarray(trace.customdata).dtype == np.float32
+    assert len(trace.x) == len(trace.y) == n  # tokens travel once per axis, not once per cell
+
+
+def test_no_masked_shapes_without_a_mask():
     pattern = np.full((4, 4), 0.25)
     fig = head_heatmap(pattern, TOKENS, np.zeros((4, 4)))
-    assert [t.name for t in fig.data] == ["pattern"]
+    assert [t.name for t in fig.data] == ["pattern"] and not fig.layout.shapes
 
 
 def test_hover_names_query_and_key_tokens_weight_and_score():
     pattern, scores = causal_pattern()
     trace = weight_trace(head_heatmap(pattern, TOKENS, scores))
+    assert list(trace.x) == list(trace.y) == ["0: [BOS]", "1: the", "2: keys", "3: are"]
     custom = np.asarray(trace.customdata)
-    assert custom.shape == (4, 4, 4)
-    assert custom[2, 1, 0] == "2: keys" and custom[2, 1, 1] == "1: the"  # common: row = query, column = key
-    assert custom[2, 1, 3] == f"{scores[2, 1]:.3f}"
-    for word in ("query", "key", "weight", "score"):
+    assert custom.shape == (4, 4)
+    np.testing.assert_allclose(custom[2, 1], scores[2, 1], rtol=1e-6)  # common: row = query, column = key
+    assert "query %{y}" in trace.hovertemplate and "key %{x}" in trace.hovertemplate
+    for word in ("weight", "score"):
         assert word in trace.hovertemplate
 
 
@@ -87,15 +111,15 @@ def test_paper_notation_transposes_keys_down_queries_across():
     common = head_heatmap(pattern, TOKENS, scores, notation="common")
     paper = head_heatmap(pattern, TOKENS, scores, notation="paper")
     z_common, z_paper = np.asarray(weight_trace(common).z), np.asarray(weight_trace(paper).z)
-    np.testing.assert_array_equal(np.nan_to_num(z_paper, nan=-1), np.nan_to_num(z_common.T, nan=-1))
-    np.testing.assert_allclose(np.nansum(z_paper, axis=0), 1, atol=1e-3)  # columns sum to 1
-    np.testing.assert_allclose(np.nansum(z_common, axis=1), 1, atol=1e-3)  # rows sum to 1
+    np.testing.assert_array_equal(z_paper, z_common.T)
+    np.testing.assert_allclose(z_paper.sum(axis=0), 1, atol=1e-3)  # columns sum to 1
+    np.testing.assert_allclose(z_common.sum(axis=1), 1, atol=1e-3)  # rows sum to 1
     custom = np.asarray(weight_trace(paper).customdata)
-    assert custom[1, 2, 0] == "2: keys" and custom[1, 2, 1] == "1: the"  # paper: column = query, row = key
+    np.testing.assert_allclose(custom[1, 2], scores[2, 1], rtol=1e-6)  # paper: column = query, row = key
+    assert "query %{x}" in weight_trace(paper).hovertemplate
     assert "key" in paper.layout.yaxis.title.text and "query" in paper.layout.xaxis.title.text
     assert "query" in common.layout.yaxis.title.text and "key" in common.layout.xaxis.title.text
-    paper_fill = np.isfinite(np.asarray(next(t for t in paper.data if t.name == "masked").z, dtype=float))
-    assert np.array_equal(paper_fill, np.isneginf(scores).T)  # the mask moves with the transpose
+    assert np.array_equal(filled_cells(paper, 4), np.isneginf(scores).T)  # the mask moves with the transpose
     with pytest.raises(ValueError):
         oriented(pattern, "diagonal")
 
@@ -113,23 +137,30 @@ def test_difference_heatmap_is_b_minus_a_centred_on_zero():
     fig = difference_heatmap(a, b, TOKENS, masked_a=masked, masked_b=masked, notation="paper")
     trace = weight_trace(fig)
     z = np.asarray(trace.z)
-    expected = np.where(masked, np.nan, b - a).T
-    np.testing.assert_allclose(z[np.isfinite(z)], np.round(expected, 4)[np.isfinite(expected)], atol=1e-6)
+    np.testing.assert_allclose(z, np.round(b - a, 4).T, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(trace.customdata)[..., 1], b.T, atol=1e-6)
+    assert np.array_equal(filled_cells(fig, 4), masked.T)
     assert trace.zmid == 0 and trace.zmin == -trace.zmax
     with pytest.raises(ValueError):
         difference_heatmap(a, np.eye(3), TOKENS)
 
 
-def test_small_multiples_grid_has_one_heatmap_per_head_and_outlines_the_selected():
+def test_small_multiples_tile_every_head_in_one_heatmap_and_outline_the_selected():
     patterns = np.random.default_rng(1).dirichlet(np.ones(5), size=(2, 3, 5))  # [M=2, H=3, N=5, N=5]
-    fig = small_multiples(patterns, selected=(1, 2), notation="paper")
-    heatmaps = [t for t in fig.data if isinstance(t, go.Heatmap)]
-    assert len(heatmaps) == 6
-    np.testing.assert_allclose(np.asarray(heatmaps[5].z), np.round(patterns[1, 2].T, 4), atol=1e-6)
-    assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].xref == "x6"
-    assert [a.text for a in fig.layout.annotations][:3] == ["L0 H0", "L0 H1", "L0 H2"]
-    with pytest.raises(ValueError):
-        small_multiples(patterns[0])
+    masked = np.triu(np.ones((5, 5), dtype=bool), 1)
+    fig = small_multiples(patterns, selected=(1, 2), notation="paper", masked=masked, tokens=list("abcde"))
+    [trace] = fig.data
+    z = np.asarray(trace.z)
+    assert z.shape == (2 * 5, 3 * 5) and z.dtype == np.uint8  # one byte a cell
+    np.testing.assert_array_equal(z[5:10, 10:15], np.rint(patterns[1, 2].T * 100))  # L1 H2, transposed, in %
+    assert "weight ≈ %{z}%" in trace.hovertemplate
+    assert trace.y[5] == "L1 · key 0: a" and trace.x[10 + 3] == "H2 · query 3: d"  # hover names head and tokens
+    outline = next(shape for shape in fig.layout.shapes if shape.name == "selected")
+    assert (outline.x0, outline.y0, outline.x1, outline.y1) == (9.5, 4.5, 14.5, 9.5)
+    covered = filled_cells(fig, 15)[:10]
+    assert np.array_equal(covered, np.tile(masked.T, (2, 3)))
+    assert list(fig.layout.xaxis.ticktext) == ["H0", "H1", "H2"] and list(fig.layout.yaxis.ticktext) == ["L0", "L1"]
+    assert '"dtype":"u1"' in fig.to_json()  # sent as bytes, not a list of numbers
 
 
 def test_token_labels_mark_unknown_and_make_odd_characters_visible_and_safe():

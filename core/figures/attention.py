@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 NOTATIONS = ("common", "paper")
 WEIGHT_COLORSCALE = "Blues"
@@ -85,38 +84,73 @@ def _tick_font_size(n: int) -> int:
     return 13 if n <= 16 else 11 if n <= 32 else 9 if n <= 64 else 7
 
 
-def _ticks(labels: list[str]) -> dict:
+def _ticks(labels: list[str], categories: list[str] | None = None) -> dict:
+    """Tick labels at every cell (every other one past 80 tokens); on a category axis the tick values are the
+    `categories` (the numbered labels the hover shows) and the text the bare token."""
     n = len(labels)
     step = 1 if n <= 80 else 2
     values = list(range(0, n, step))
-    return dict(tickmode="array", tickvals=values, ticktext=[labels[i] for i in values],
-                tickfont=dict(size=_tick_font_size(n)), showgrid=False, zeroline=False)
+    return dict(tickmode="array", tickvals=[categories[i] for i in values] if categories else values,
+                ticktext=[labels[i] for i in values], tickfont=dict(size=_tick_font_size(n)), showgrid=False,
+                zeroline=False, automargin=False)
 
 
-def _square_axes(fig: go.Figure, labels: list[str], notation: str, row=None, col=None) -> None:
+def _label_px(labels: Sequence[str], font_size: int) -> int:
+    """About how wide the longest label is drawn, in pixels (fixed margins: plotly's automargin re-lays the
+    figure out until its labels fit, which took up to seconds per chart at 64 tokens)."""
+    longest = max((len(html.unescape(label)) for label in labels), default=1)
+    return int(longest * font_size * 0.62) + 8
+
+
+def _square_margins(labels: list[str], title: str = "", colorbar: bool = True) -> dict:
+    """Margins that fit the tick labels (x rotated by 60°), the axis titles and the colour bar above."""
+    label = _label_px(labels, _tick_font_size(len(labels)))
+    bottom = int(label * 0.87) + 36 if len(labels) > 6 else 48
+    return dict(l=label + 30, r=10, t=(105 if title else 60) if colorbar else (40 if title else 10), b=bottom)
+
+
+def _square_axes(fig: go.Figure, labels: list[str], notation: str, categories: list[str] | None = None,
+                 row=None, col=None) -> None:
     x_title, y_title = axis_titles(notation)
     fig.update_xaxes(title_text=x_title, tickangle=-60 if len(labels) > 6 else 0, side="bottom",
-                     constrain="domain", **_ticks(labels), row=row, col=col)
+                     constrain="domain", **_ticks(labels, categories), row=row, col=col)
     fig.update_yaxes(title_text=y_title, autorange="reversed", scaleanchor="x", constrain="domain",
-                     constraintoward="top",
-                     **_ticks(labels), row=row, col=col)
+                     constraintoward="top", **_ticks(labels, categories), row=row, col=col)
 
 
-def _masked_traces(masked: np.ndarray, n: int, size_px: float = 0) -> list[go.BaseTraceType]:
-    """Grey fill and diagonal hatching on masked cells (already oriented). Neither takes the hover."""
+def numbered_labels(labels: Sequence[str]) -> list[str]:
+    """"i: token" for each label: unique, so they can be the categories of an axis and name a cell in the hover."""
+    return [f"{i}: {label}" for i, label in enumerate(labels)]
+
+
+MAX_HATCHED = 64  # past this many tokens cells are too small for hatching to show; grey alone marks them
+
+
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, start, stop) of every run of True cells along the rows of a [R, C] boolean mask."""
+    padded = np.pad(mask.astype(np.int8), ((0, 0), (1, 1)))
+    rows_start, starts = np.nonzero(np.diff(padded, axis=1) == 1)
+    _, stops = np.nonzero(np.diff(padded, axis=1) == -1)
+    return rows_start, starts, stops
+
+
+def mask_shapes(masked: np.ndarray) -> list[dict]:
+    """Masked cells (already oriented; [R, C], True where hidden) as two layout shapes drawn above the heatmap:
+    a grey fill (one rectangle per run of masked cells in a row) and, up to MAX_HATCHED tokens, one diagonal
+    stroke per cell. Shapes take no hover and are two SVG paths whatever N is (thousands of markers or
+    rectangles made the browser slow to redraw); their coordinates are cell indices, which category axes accept."""
     if not masked.any():
         return []
-    fill = go.Heatmap(z=np.where(masked, 1.0, np.nan).astype(np.float32), zmin=0, zmax=1, showscale=False,
-                      colorscale=[[0, MASKED_FILL], [1, MASKED_FILL]], hoverinfo="skip", name="masked")
-    rows, cols = np.nonzero(masked)
-    # one diagonal stroke per masked cell, all in one line trace (one SVG path: thousands of marker symbols
-    # made the browser slow to redraw at 64+ tokens)
-    gap = np.full(len(rows), np.nan)
-    xs = np.stack([cols - 0.35, cols + 0.35, gap], axis=1).reshape(-1).astype(np.float32)
-    ys = np.stack([rows + 0.35, rows - 0.35, gap], axis=1).reshape(-1).astype(np.float32)
-    hatch = go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False, name="masked hatch",
-                       line=dict(width=1, color=MASKED_HATCH))
-    return [fill, hatch]
+    rows, starts, stops = _runs(masked)
+    fill = "".join(f"M{s - 0.5},{r - 0.5}H{e - 0.5}V{r + 0.5}H{s - 0.5}Z" for r, s, e in zip(rows, starts, stops))
+    shapes = [dict(type="path", path=fill, fillcolor=MASKED_FILL, line=dict(width=0), layer="above",
+                   xref="x", yref="y", name="masked")]
+    if max(masked.shape) <= MAX_HATCHED:
+        cells_r, cells_c = np.nonzero(masked)
+        hatch = "".join(f"M{c - 0.35:g},{r + 0.35:g}L{c + 0.35:g},{r - 0.35:g}" for r, c in zip(cells_r, cells_c))
+        shapes.append(dict(type="path", path=hatch, line=dict(width=1, color=MASKED_HATCH), layer="above",
+                           xref="x", yref="y", name="masked hatch"))
+    return shapes
 
 
 def _colorbar(title: str) -> dict:
@@ -133,6 +167,19 @@ def _figure_size(n: int) -> int:
 # One head
 # ---------------------------------------------------------------------------------------------------------
 
+def _masked_of(scores: np.ndarray | None, masked: np.ndarray | None, n: int) -> np.ndarray:
+    if masked is not None:
+        return np.asarray(masked, dtype=bool)
+    return np.isneginf(scores) if scores is not None else np.zeros((n, n), dtype=bool)
+
+
+def _square_layout(fig: go.Figure, labels: list[str], notation: str, title: str, height: int) -> None:
+    """Token axes as categories ("i: token", named in the hover, ticks showing the token), fixed margins."""
+    fig.update_layout(title=dict(text=title, x=0, font=dict(size=14)), height=height, plot_bgcolor="white",
+                      margin=_square_margins(labels, title), showlegend=False)
+    _square_axes(fig, labels, notation, numbered_labels(labels))
+
+
 def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray | None = None, *,
                  unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
                  masked: np.ndarray | None = None, height: int | None = None) -> go.Figure:
@@ -140,39 +187,27 @@ def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray 
 
     Hover shows the query token, the key token, the weight and the pre-softmax score. Masked cells come
     from `masked` ([N, N] bool, True where the key is hidden from the query) or, when it is None, from the
-    scores being -inf; they are drawn grey and hatched."""
+    scores being -inf; they are drawn grey and hatched (mask_shapes) over their weight, which is exactly 0.
+    Compact: z and the scores (customdata) are float32 binary arrays; the axes' categories carry the tokens,
+    so nothing is sent per cell but two numbers."""
     pattern = np.asarray(pattern)
     n = pattern.shape[-1]
     if pattern.shape != (n, n) or len(tokens) != n:
         raise ValueError(f"pattern must be [N, N] with N = len(tokens); got {pattern.shape} and {len(tokens)} tokens")
-    if masked is None:
-        masked = np.isneginf(scores) if scores is not None else np.zeros((n, n), dtype=bool)
+    masked = _masked_of(scores, masked, n)
     labels = token_labels(tokens, unknown)
-    numbered = [f"{i}: {label}" for i, label in enumerate(labels)]
-    query_of = np.broadcast_to(np.array(numbered, dtype=object)[:, None], (n, n))
-    key_of = np.broadcast_to(np.array(numbered, dtype=object)[None, :], (n, n))
-    if scores is None:
-        score_text = np.full((n, n), "not recorded", dtype=object)
-    else:
-        score_text = np.array([["−∞ (masked)" if np.isneginf(s) else f"{s:.3f}" for s in row] for row in scores],
-                              dtype=object)
-    weight_text = np.where(masked, "0 (masked)", np.char.mod("%.4f", pattern).astype(object))
-    custom = np.stack([oriented(query_of, notation), oriented(key_of, notation),
-                       oriented(weight_text, notation), oriented(score_text, notation)], axis=-1)
-    z = np.where(masked, np.nan, pattern)
-    size = height or _figure_size(n)
-    fig = go.Figure()
-    for trace in _masked_traces(oriented(masked, notation), n, size - 240):
-        fig.add_trace(trace)
-    fig.add_trace(go.Heatmap(
-        z=_compact(oriented(z, notation)), zmin=0, zmax=1, colorscale=WEIGHT_COLORSCALE, customdata=custom,
-        hoverongaps=True, name="pattern",
-        colorbar=_colorbar("weight (0 … 1)"),
-        hovertemplate=("query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}"
-                       "<br>score %{customdata[3]}<extra></extra>")))
-    fig.update_layout(title=dict(text=title, x=0, font=dict(size=14)), height=size, plot_bgcolor="white",
-                      margin=dict(l=10, r=10, t=105 if title else 60, b=10), showlegend=False)
-    _square_axes(fig, labels, notation)
+    numbered = numbered_labels(labels)
+    query_axis, key_axis = ("x", "y") if notation == "paper" else ("y", "x")
+    score_of = np.full((n, n), np.nan) if scores is None else np.asarray(scores, dtype=np.float64)
+    fig = go.Figure(go.Heatmap(
+        z=_compact(oriented(pattern, notation)), x=numbered, y=numbered, zmin=0, zmax=1,
+        colorscale=WEIGHT_COLORSCALE, customdata=oriented(score_of, notation).astype(np.float32),
+        name="pattern", colorbar=_colorbar("weight (0 … 1)"),
+        hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>weight %{{z:.4f}}"
+                       + ("<br>score %{customdata:.3f}" if scores is not None else "<br>score not recorded")
+                       + "<extra></extra>")))
+    fig.update_layout(shapes=mask_shapes(oriented(masked, notation)))
+    _square_layout(fig, labels, notation, title, height or _figure_size(n))
     return fig
 
 
@@ -187,30 +222,22 @@ def difference_heatmap(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Seq
     if a.shape != b.shape:
         raise ValueError(f"the two patterns differ in shape: {a.shape} and {b.shape}")
     n = a.shape[-1]
-    none = np.zeros((n, n), dtype=bool)
-    both_masked = (none if masked_a is None else masked_a) & (none if masked_b is None else masked_b)
+    both_masked = _masked_of(None, masked_a, n) & _masked_of(None, masked_b, n)
     labels = token_labels(tokens, unknown)
-    numbered = np.array([f"{i}: {label}" for i, label in enumerate(labels)], dtype=object)
+    numbered = numbered_labels(labels)
+    query_axis, key_axis = ("x", "y") if notation == "paper" else ("y", "x")
     diff = b - a
-    custom = np.stack([oriented(np.broadcast_to(numbered[:, None], (n, n)), notation),
-                       oriented(np.broadcast_to(numbered[None, :], (n, n)), notation),
-                       oriented(np.char.mod("%.4f", a).astype(object), notation),
-                       oriented(np.char.mod("%.4f", b).astype(object), notation)], axis=-1)
     limit = float(max(np.abs(diff).max(initial=0.0), 1e-6))
-    size = height or _figure_size(n)
-    fig = go.Figure()
-    for trace in _masked_traces(oriented(both_masked, notation), n, size - 240):
-        fig.add_trace(trace)
     name_a, name_b = labels_ab
-    fig.add_trace(go.Heatmap(
-        z=_compact(oriented(np.where(both_masked, np.nan, diff), notation)), zmid=0, zmin=-limit, zmax=limit,
-        colorscale=DIFF_COLORSCALE, customdata=custom, hoverongaps=False, name="difference",
-        colorbar=_colorbar(f"{name_b} − {name_a}"),
-        hovertemplate=(f"query %{{customdata[0]}}<br>key %{{customdata[1]}}<br>{name_a} %{{customdata[2]}}"
-                       f"<br>{name_b} %{{customdata[3]}}<br>{name_b} − {name_a} %{{z:.4f}}<extra></extra>")))
-    fig.update_layout(title=dict(text=title, x=0, font=dict(size=14)), height=size, plot_bgcolor="white",
-                      margin=dict(l=10, r=10, t=105 if title else 60, b=10), showlegend=False)
-    _square_axes(fig, labels, notation)
+    fig = go.Figure(go.Heatmap(
+        z=_compact(oriented(diff, notation)), x=numbered, y=numbered, zmid=0, zmin=-limit, zmax=limit,
+        colorscale=DIFF_COLORSCALE, customdata=np.stack([oriented(a, notation), oriented(b, notation)],
+                                                        axis=-1).astype(np.float32),
+        name="difference", colorbar=_colorbar(f"{name_b} − {name_a}"),
+        hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>{name_a} %{{customdata[0]:.4f}}"
+                       f"<br>{name_b} %{{customdata[1]:.4f}}<br>{name_b} − {name_a} %{{z:.4f}}<extra></extra>")))
+    fig.update_layout(shapes=mask_shapes(oriented(both_masked, notation)))
+    _square_layout(fig, labels, notation, title, height or _figure_size(n))
     return fig
 
 
@@ -219,43 +246,52 @@ def difference_heatmap(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Seq
 # ---------------------------------------------------------------------------------------------------------
 
 def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected: tuple[int, int] | None = None,
-                    masked: np.ndarray | None = None, cell_px: int = 130) -> go.Figure:
+                    masked: np.ndarray | None = None, cell_px: int = 130,
+                    tokens: Sequence[str] | None = None) -> go.Figure:
     """Every head of every layer, patterns [M, H, N(query), N(key)], as an M x H grid of small heatmaps on one
     colour scale (0..1). Rows are layers, columns heads; the selected (layer, head) is outlined in red.
-    `masked` [N, N] (True where hidden, the same for every head) is drawn grey."""
+    `masked` [N, N] (True where hidden, the same for every head) is drawn grey.
+
+    Compact, as an overview should be: one heatmap trace holds the whole grid [M·N, H·N] (M·H subplots took the
+    server half a second to build and the browser as long to lay out), tiles parted by white lines, and the
+    weights are sent as whole per cents in one byte each (colour shows no finer steps; the hover says "≈").
+    The hover names the layer, head, query and key; the chosen head's own chart has the exact weights."""
     patterns = np.asarray(patterns)
     if patterns.ndim != 4 or patterns.shape[-1] != patterns.shape[-2]:
         raise ValueError(f"patterns must be [M, H, N, N], got {patterns.shape}")
     m, h, n, _ = patterns.shape
-    height = int(cell_px * m + 40)
-    fig = make_subplots(rows=m, cols=h, horizontal_spacing=min(0.03, 0.5 / max(h - 1, 1)),
-                        vertical_spacing=min(24 / height, 0.5 / max(m - 1, 1)),
-                        subplot_titles=[f"L{layer} H{head}" for layer in range(m) for head in range(h)])
-    shown_mask = oriented(masked, notation) if masked is not None else None
-    for layer in range(m):
-        for head in range(h):
-            z = oriented(patterns[layer, head], notation)
-            if shown_mask is not None:
-                z = np.where(shown_mask, np.nan, z)
-            fig.add_trace(go.Heatmap(
-                z=_compact(z), zmin=0, zmax=1, colorscale=WEIGHT_COLORSCALE, showscale=False,
-                hoverongaps=False, name=f"L{layer} H{head}",
-                hovertemplate=(f"L{layer} H{head}<br>" +
-                               ("key %{y} ← query %{x}" if notation == "paper" else "query %{y} → key %{x}") +
-                               "<br>weight %{z:.3f}<extra></extra>")),
-                row=layer + 1, col=head + 1)
-    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
-    for index in range(1, m * h + 1):  # square cells: every y axis anchored to its own x axis
-        fig.update_layout({f"yaxis{'' if index == 1 else index}": dict(scaleanchor=f"x{'' if index == 1 else index}")})
-    if selected is not None:
-        layer, head = selected
-        if 0 <= layer < m and 0 <= head < h:
-            fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=-0.5, y1=n - 0.5, line=dict(color="#d62728", width=3),
-                          row=layer + 1, col=head + 1)
-    fig.update_annotations(font=dict(size=11))
-    fig.update_layout(height=height + 20, margin=dict(l=5, r=5, t=45, b=5), plot_bgcolor=MASKED_FILL,
-                      showlegend=False)
+    shown = np.stack([np.stack([oriented(patterns[layer, head], notation) for head in range(h)])
+                      for layer in range(m)])  # [M, H, N(row), N(col)]
+    grid = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·N, H·N] in %
+    names = list(token_labels(tokens)) if tokens is not None else [str(i) for i in range(n)]
+    row_word, col_word = ("key", "query") if notation == "paper" else ("query", "key")
+    rows = [f"L{layer} · {row_word} {i}: {names[i]}" for layer in range(m) for i in range(n)]
+    cols = [f"H{head} · {col_word} {j}: {names[j]}" for head in range(h) for j in range(n)]
+    fig = go.Figure(go.Heatmap(z=grid, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
+                               showscale=False, name="all heads",
+                               hovertemplate="%{y}<br>%{x}<br>weight ≈ %{z}%<extra></extra>"))
+    shapes = []
+    if masked is not None:
+        shapes = mask_shapes(np.tile(oriented(np.asarray(masked, bool), notation), (m, h)))
+    borders = "".join(f"M{k * n - 0.5},-0.5V{m * n - 0.5}" for k in range(1, h)) + \
+        "".join(f"M-0.5,{k * n - 0.5}H{h * n - 0.5}" for k in range(1, m))
+    if borders:
+        shapes.append(dict(type="path", path=borders, line=dict(color="white", width=4), layer="above",
+                           xref="x", yref="y", name="tile borders"))
+    if selected is not None and 0 <= selected[0] < m and 0 <= selected[1] < h:
+        top, left = selected[0] * n - 0.5, selected[1] * n - 0.5
+        shapes.append(dict(type="rect", x0=left, x1=left + n, y0=top, y1=top + n, xref="x", yref="y",
+                           line=dict(color="#d62728", width=3), layer="above", name="selected"))
+    centre = (n - 1) // 2
+    fig.update_xaxes(tickmode="array", tickvals=[cols[head * n + centre] for head in range(h)],
+                     ticktext=[f"H{head}" for head in range(h)], side="top", showgrid=False, zeroline=False,
+                     constrain="domain", automargin=False, ticks="")
+    fig.update_yaxes(tickmode="array", tickvals=[rows[layer * n + centre] for layer in range(m)],
+                     ticktext=[f"L{layer}" for layer in range(m)], autorange="reversed", scaleanchor="x",
+                     showgrid=False, zeroline=False, constrain="domain", constraintoward="top", automargin=False,
+                     ticks="")
+    fig.update_layout(height=int(cell_px * m + 75), margin=dict(l=30, r=5, t=45, b=5),
+                      plot_bgcolor="white", showlegend=False, shapes=shapes)
     return fig
 
 
@@ -297,7 +333,7 @@ def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int]
     if query is not None and not 0 <= query < n:
         raise ValueError(f"query must be in 0..{n - 1}, got {query}")
     labels = token_labels(tokens, unknown)
-    numbered = [f"{i}: {label}" for i, label in enumerate(labels)]
+    numbered = numbered_labels(labels)
     query_x, key_x = (0, 1) if notation == "common" else (1, 0)
     lane = 0.84 / max(len(heads), 1)  # each row is split into one lane per head; weight 1 fills a lane
     fig = go.Figure()
@@ -340,13 +376,14 @@ def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int]
     # drawn, and an extra trace would break "one trace per head")
     annotations = [dict(x=1.0, y=i, xref="x", yref="y", text=label, showarrow=False, xanchor="left", xshift=6,
                         font=dict(size=font_size)) for i, label in enumerate(right)]  # set at once: add_annotation one by one is quadratic
-    right_px = int(min(max(len(html.unescape(label)) for label in right), MAX_LABEL_CHARS + 8) * font_size * 0.62) + 16
+    left_px, right_px = _label_px(left, font_size) + 8, _label_px(right, font_size) + 8
     fig.update_layout(
-        height=height, plot_bgcolor="white", margin=dict(l=10, r=right_px, t=70, b=10), hovermode="closest",
+        height=height, plot_bgcolor="white", margin=dict(l=left_px, r=right_px, t=70, b=10), hovermode="closest",
         annotations=annotations,
         xaxis=dict(range=[-0.01, 1.01], showticklabels=False, showgrid=False, zeroline=False, fixedrange=True),
         yaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=left, showgrid=False, zeroline=False,
-                   range=[n - 0.5, -0.5], tickfont=dict(size=font_size), fixedrange=True, ticks=""),
+                   range=[n - 0.5, -0.5], tickfont=dict(size=font_size), fixedrange=True, ticks="",
+                   automargin=False),
         legend=dict(orientation="h", x=0.5, xanchor="center", y=1.0, yanchor="bottom", title_text="head",
                     itemclick="toggle"),
         title=dict(text=(f"layer {layer} · " if layer is not None else "") + f"{left_title}  ⟶  {right_title}",
@@ -368,21 +405,21 @@ def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Seque
     if matrix.shape != (n, n) or len(tokens) != n:
         raise ValueError(f"rollout must be [N, N] with N = len(tokens); got {matrix.shape} and {len(tokens)} tokens")
     labels = token_labels(tokens, unknown)
-    # no per-cell strings in the hover (N² strings made the browser take seconds to draw at 64 tokens): the
-    # hover names the positions, the axes the tokens
+    numbered = numbered_labels(labels)
     output, source = ("x", "y") if notation == "paper" else ("y", "x")
     fig = go.Figure(go.Heatmap(
-        z=_compact(oriented(matrix, notation)), zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
+        z=_compact(oriented(matrix, notation)), x=numbered, y=numbered,
+        zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
         colorscale="Purples", name="rollout", colorbar=_colorbar("share of the input token"),
         hovertemplate=(f"output token %{{{output}}}<br>input token %{{{source}}}"
                        "<br>rollout %{z:.4f}<extra></extra>")))
-    size = height or _figure_size(n)
-    fig.update_layout(height=size, plot_bgcolor="white", margin=dict(l=10, r=10, t=60, b=10), showlegend=False)
+    fig.update_layout(height=height or _figure_size(n), plot_bgcolor="white", margin=_square_margins(labels),
+                      showlegend=False)
     x_title, y_title = (("output token n · columns sum to 1", "input token n′") if notation == "paper"
                         else ("input token n′", "output token n · rows sum to 1"))
-    fig.update_xaxes(title_text=x_title, tickangle=-60 if n > 6 else 0, constrain="domain", **_ticks(labels))
+    fig.update_xaxes(title_text=x_title, tickangle=-60 if n > 6 else 0, constrain="domain", **_ticks(labels, numbered))
     fig.update_yaxes(title_text=y_title, autorange="reversed", scaleanchor="x", constrain="domain",
-                     constraintoward="top", **_ticks(labels))
+                     constraintoward="top", **_ticks(labels, numbered))
     return fig
 
 
@@ -440,7 +477,7 @@ def softmax_row_bar(row_weights: np.ndarray, row_scores: np.ndarray, tokens: Seq
     if weights.shape != (n,) or scores.shape != (n,) or not 0 <= key < n:
         raise ValueError("row_weights and row_scores must be [N] with N = len(tokens) and 0 <= key < N")
     labels = token_labels(tokens, unknown)
-    numbered = [f"{i}: {label}" for i, label in enumerate(labels)]
+    numbered = numbered_labels(labels)
     masked = np.isneginf(scores)
     score_text = ["−∞ (masked)" if m else f"{s:.4f}" for s, m in zip(scores, masked)]
     colors = [CHOSEN if i == key else OTHER for i in range(n)]
@@ -453,7 +490,9 @@ def softmax_row_bar(row_weights: np.ndarray, row_scores: np.ndarray, tokens: Seq
                                  marker=dict(symbol="x-thin", size=8, line=dict(width=1.5, color="#888")),
                                  name="masked", hoverinfo="skip"))
     title = "softmax of the row" + (f" of query {numbered[query]}" if query is not None else "")
-    fig.update_layout(height=height, plot_bgcolor="white", margin=dict(l=10, r=10, t=40, b=10), showlegend=False,
+    fig.update_layout(height=height, plot_bgcolor="white", margin={**_square_margins(labels, colorbar=False),
+                                                                    "l": 60, "t": 40},
+                      showlegend=False,
                       title=dict(text=title + " · × masked" * bool(masked.any()), x=0, font=dict(size=13)),
                       bargap=0.15)
     fig.update_xaxes(title_text="key n′", **{**_ticks(labels), "tickfont": dict(size=_tick_font_size(n))},
