@@ -1,7 +1,8 @@
 """Attention Lab: `streamlit run app.py`.
 
 Pages live in pages/, one file each; shared widgets and cached loaders in pages/_common.py.
-To add a page, add one line to PAGES below.
+To add a page, add one line to PAGES below. Its url_path must be the file's name (pages/x.py -> "x"): on a fresh
+server's first run Streamlit looks a deep link up among the files of pages/ (see pages/_common.py).
 """
 
 import streamlit as st
@@ -12,9 +13,9 @@ st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:"
 
 PAGES = [
     st.Page("pages/text_explorer.py", title="Text explorer", icon=":material/text_fields:", default=True),
-    st.Page("pages/residual_stream.py", title="Residual stream", icon=":material/stacked_line_chart:", url_path="residual"),
-    st.Page("pages/token_norm.py", title="TokenNorm", icon=":material/straighten:", url_path="tokennorm"),
-    st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", url_path="image"),
+    st.Page("pages/residual_stream.py", title="Residual stream", icon=":material/stacked_line_chart:", url_path="residual_stream"),
+    st.Page("pages/token_norm.py", title="TokenNorm", icon=":material/straighten:", url_path="token_norm"),
+    st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", url_path="image_lab"),
     # st.Page("pages/<name>.py", title="...", icon="...", url_path="<name>"),
 ]
 

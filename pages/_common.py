@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app.py` puts ROOT first; AppTest
     sys.path.insert(0, str(ROOT))
 
 import streamlit as st  # noqa: E402
+from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 
 from core import registry  # noqa: E402
 from core.checkpoint import ModelCard  # noqa: E402
@@ -28,6 +29,13 @@ from core.masks import MaskSpec  # noqa: E402
 from core.model import Transformer  # noqa: E402
 from core.record import TextInputError, record_text  # noqa: E402
 from core.recording import Recording  # noqa: E402
+
+if PagesManager.uses_pages_directory:
+    # The first run in a fresh server treats pages/ as Streamlit's old multipage folder and runs a deep-linked
+    # page (/residual_stream) by itself, without app.py's st.navigation (that would show "Page not found", or
+    # the folder's files as the menu). Rerunning once, with that mode off, lets app.py draw the real menu.
+    PagesManager.uses_pages_directory = False
+    st.rerun()
 
 BIND = "query-params"
 OWN = "own"  # the model's own mask / position encoding in the toggles
@@ -52,9 +60,24 @@ def models_dir() -> Path:
     return Path(override) if override else registry.MODELS_DIR
 
 
+def model_cards(tasks: tuple[str, ...]) -> list[ModelCard]:
+    """The cards of the models for these tasks: the bundled ones (models_dir()), then the user's saved runs
+    ($ATTENTION_LAB_USER_DIR, see core/registry.py) whose names no bundled model takes. Read each run: models
+    appear as training finishes or a run is saved; it is cheap."""
+    bundled = registry.list_cards(models_dir())
+    taken = {card.name for card in bundled}
+    runs = [card for card in registry.user_cards() if card.name not in taken]
+    return [card for card in bundled + runs if card.task in tasks]
+
+
 def text_cards() -> list[ModelCard]:
-    """The bundled text models' cards (read each run: models appear while training finishes; it is cheap)."""
-    return [card for card in registry.list_cards(models_dir()) if card.task in registry.TEXT_TASKS]
+    """The text models' cards, bundled then saved runs."""
+    return model_cards(registry.TEXT_TASKS)
+
+
+def model_label(card: ModelCard) -> str:
+    """A model's name in the pickers: saved user runs are marked."""
+    return f"{card.name} · your run" if registry.is_user_run(card) else card.name
 
 
 @st.cache_resource(max_entries=16, show_spinner="Loading the model…")
@@ -186,8 +209,9 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     by_name = {card.name: card for card in cards}
     index = names.index(default) if default in names else 0
     name = st.sidebar.selectbox(
-        "Model", names, index=index, key="model", bind=BIND,
-        help="A bundled model: lm-<encoding> are language models trained with that position encoding.")
+        "Model", names, index=index, key="model", bind=BIND, format_func=lambda n: model_label(by_name[n]),
+        help="A bundled model: lm-<encoding> are language models trained with that position encoding; "
+             "“your run” marks a model saved from the Live training page.")
     card = by_name.get(name, cards[index])
     cfg = card.config
     st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "

@@ -41,7 +41,7 @@ def _charts(page) -> int:
 
 
 def test_image_page_in_the_browser(server, page, shoot, tmp_path):
-    page.goto(f"{server}/image")
+    page.goto(f"{server}/image_lab")
     page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 7")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0

@@ -17,7 +17,7 @@ CHART, ERROR = _browser.CHART, _browser.ERROR
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(_browser.CHROMIUM).exists(), reason="no Chromium"),
-              pytest.mark.skipif(not all(f'url_path="{p}"' in APP.read_text() for p in ("residual", "tokennorm")),
+              pytest.mark.skipif(not all(f'url_path="{p}"' in APP.read_text() for p in ("residual_stream", "token_norm")),
                                  reason="app.py's navigation does not list the residual and tokennorm pages yet")]
 
 
@@ -29,10 +29,13 @@ def load(page, url: str, charts: int) -> None:
 
 
 def test_residual_stream_page_in_the_browser(server, page, shoot):
-    load(page, f"{server}/residual", 4)
+    load(page, f"{server}/residual_stream", 4)  # the fresh server's first page: a deep link
+    assert page.get_by_text("Page not found").count() == 0  # Streamlit's old multipage mode stayed off
+    menu = page.get_by_test_id("stSidebarNav").inner_text()
+    assert "Residual stream" in menu and "common" not in menu  # app.py's menu, not the files of pages/
     assert page.get_by_text("max |Σ parts − stream|").count() == 1
     shoot(page, "residual_1_default")
-    load(page, f"{server}/residual?temperature=0.3&position=3:+to", 4)
+    load(page, f"{server}/residual_stream?temperature=0.3&position=3:+to", 4)
     assert page.get_by_text("T = 0.3").count() >= 1
     shoot(page, "residual_2_temperature")
     text = page.get_by_role("textbox", name="Text", exact=True)
@@ -45,7 +48,7 @@ def test_residual_stream_page_in_the_browser(server, page, shoot):
 
 
 def test_token_norm_page_in_the_browser(server, page, shoot):
-    load(page, f"{server}/tokennorm", 3)
+    load(page, f"{server}/token_norm", 3)
     shoot(page, "tokennorm_1_default")
     page.get_by_test_id("stSidebar").get_by_text("paper", exact=True).click()
     page.wait_for_function("() => document.body.innerText.includes('Paper notation: X is D × N')")
