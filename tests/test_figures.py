@@ -124,6 +124,21 @@ def test_paper_notation_transposes_keys_down_queries_across():
         oriented(pattern, "diagonal")
 
 
+def test_small_multiples_past_max_cells_show_block_means_and_say_so():
+    n = 10
+    patterns = np.random.default_rng(2).dirichlet(np.ones(n), size=(1, 2, n))  # [M=1, H=2, N=10, N=10]
+    masked = np.triu(np.ones((n, n), dtype=bool), 1)
+    fig = small_multiples(patterns, masked=masked, max_cells=4)  # blocks of 3 tokens: 4 cells a side
+    [trace] = fig.data
+    z = np.asarray(trace.z)
+    assert z.shape == (4, 8)
+    assert z[0, 4 + 1] == np.rint(patterns[0, 1, 0:3, 3:6].mean() * 100)  # H1, queries 0-2 x keys 3-5
+    assert z[3, 3] == np.rint(patterns[0, 0, 9, 9] * 100)  # the last block holds one token: its own weight
+    assert trace.y[1] == "L0 · queries 3–5" and "mean weight of the 3×3 block" in trace.hovertemplate
+    covered = filled_cells(fig, 8)[:4]
+    assert covered[0, 1] and not covered[0, 0] and not covered[1, 1]  # masked only where the whole block is
+
+
 def test_head_heatmap_rejects_mismatched_tokens():
     with pytest.raises(ValueError):
         head_heatmap(np.eye(3), TOKENS)

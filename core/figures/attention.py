@@ -245,9 +245,22 @@ def difference_heatmap(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Seq
 # All heads
 # ---------------------------------------------------------------------------------------------------------
 
+def _block_mean(matrices: np.ndarray, block: int) -> np.ndarray:
+    """The mean of each block×block block of the last two axes; blocks at the edges average only the cells
+    that exist."""
+    if block == 1:
+        return matrices
+    n = matrices.shape[-1]
+    size = -(-n // block) * block
+    pad = [(0, 0)] * (matrices.ndim - 2) + [(0, size - n), (0, size - n)]
+    total = np.pad(matrices, pad).reshape(*matrices.shape[:-2], size // block, block, size // block, block)
+    counts = np.pad(np.ones((n, n)), [(0, size - n), (0, size - n)]).reshape(size // block, block, size // block, block)
+    return total.sum(axis=(-3, -1)) / counts.sum(axis=(-3, -1))
+
+
 def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected: tuple[int, int] | None = None,
                     masked: np.ndarray | None = None, cell_px: int = 130,
-                    tokens: Sequence[str] | None = None) -> go.Figure:
+                    tokens: Sequence[str] | None = None, max_cells: int = 128) -> go.Figure:
     """Every head of every layer, patterns [M, H, N(query), N(key)], as an M x H grid of small heatmaps on one
     colour scale (0..1). Rows are layers, columns heads; the selected (layer, head) is outlined in red.
     `masked` [N, N] (True where hidden, the same for every head) is drawn grey.
@@ -255,24 +268,35 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
     Compact, as an overview should be: one heatmap trace holds the whole grid [M·N, H·N] (M·H subplots took the
     server half a second to build and the browser as long to lay out), tiles parted by white lines, and the
     weights are sent as whole per cents in one byte each (colour shows no finer steps; the hover says "≈").
-    The hover names the layer, head, query and key; the chosen head's own chart has the exact weights."""
+    The hover names the layer, head, query and key; the chosen head's own chart has the exact weights. Past
+    `max_cells` tokens a cell is the mean of a block of b×b weights (b = ⌈N / max_cells⌉; a tile is ~130 pixels
+    wide, so the screen could not show more), masked only where the whole block is; the hover says so."""
     patterns = np.asarray(patterns)
     if patterns.ndim != 4 or patterns.shape[-1] != patterns.shape[-2]:
         raise ValueError(f"patterns must be [M, H, N, N], got {patterns.shape}")
-    m, h, n, _ = patterns.shape
+    m, h, n_tokens, _ = patterns.shape
     shown = np.stack([np.stack([oriented(patterns[layer, head], notation) for head in range(h)])
                       for layer in range(m)])  # [M, H, N(row), N(col)]
-    grid = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·N, H·N] in %
-    names = list(token_labels(tokens)) if tokens is not None else [str(i) for i in range(n)]
+    block = -(-n_tokens // max_cells)  # tokens per cell: 1 up to max_cells tokens, then blocks of tokens
+    shown = _block_mean(shown, block)  # [M, H, n, n], n = ceil(N / block)
+    n = shown.shape[-1]
+    grid = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·n, H·n] in %
+    names = list(token_labels(tokens)) if tokens is not None else [str(i) for i in range(n_tokens)]
+    spans = [f"{i}: {names[i]}" if block == 1 else f"{i}–{min(i + block, n_tokens) - 1}"
+             for i in range(0, n_tokens, block)]
     row_word, col_word = ("key", "query") if notation == "paper" else ("query", "key")
-    rows = [f"L{layer} · {row_word} {i}: {names[i]}" for layer in range(m) for i in range(n)]
-    cols = [f"H{head} · {col_word} {j}: {names[j]}" for head in range(h) for j in range(n)]
+    if block > 1:
+        plural = {"key": "keys", "query": "queries"}
+        row_word, col_word = plural[row_word], plural[col_word]
+    rows = [f"L{layer} · {row_word} {span}" for layer in range(m) for span in spans]
+    cols = [f"H{head} · {col_word} {span}" for head in range(h) for span in spans]
+    if masked is not None:
+        masked = _block_mean(oriented(np.asarray(masked, bool), notation).astype(np.float64), block) == 1
+    what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
     fig = go.Figure(go.Heatmap(z=grid, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
                                showscale=False, name="all heads",
-                               hovertemplate="%{y}<br>%{x}<br>weight ≈ %{z}%<extra></extra>"))
-    shapes = []
-    if masked is not None:
-        shapes = mask_shapes(np.tile(oriented(np.asarray(masked, bool), notation), (m, h)))
+                               hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>"))
+    shapes = mask_shapes(np.tile(masked, (m, h))) if masked is not None else []
     borders = "".join(f"M{k * n - 0.5},-0.5V{m * n - 0.5}" for k in range(1, h)) + \
         "".join(f"M-0.5,{k * n - 0.5}H{h * n - 0.5}" for k in range(1, m))
     if borders:
