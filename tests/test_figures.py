@@ -50,13 +50,14 @@ def fig_json(fig: go.Figure) -> str:
 
 
 def filled_cells(fig: go.Figure, n: int) -> np.ndarray:
-    """The cells covered by the grey "masked" path shape (rectangles M x0,y0 H x1 V y1 H x0 Z), as [n, n] bool."""
+    """The cells covered by the grey "masked" path shape, as [n, n] bool."""
     path = next(shape.path for shape in fig.layout.shapes if shape.name == "masked")
     covered = np.zeros((n, n), dtype=bool)
-    for part in path.split("Z")[:-1]:
-        x0, y0 = (float(v) for v in part[1:part.index("H")].split(","))
-        x1, y1 = float(part[part.index("H") + 1:part.index("V")]), float(part[part.index("V") + 1:part.rindex("H")])
-        covered[int(y0 + 0.5):int(y1 + 0.5), int(x0 + 0.5):int(x1 + 0.5)] = True
+    for part in path.split("Z")[:-1]:  # M x0,y0 h width v1 h -width Z: one row's run of cells
+        x0, y0 = (float(v) for v in part[1:part.index("h")].split(","))
+        width = float(part[part.index("h") + 1:part.index("v")])
+        assert part.endswith(f"v1h{-int(width)}")
+        covered[int(y0 + 0.5), int(x0 + 0.5):int(x0 + 0.5 + width)] = True
     return covered
 
 

@@ -123,6 +123,7 @@ def numbered_labels(labels: Sequence[str]) -> list[str]:
     return [f"{i}: {label}" for i, label in enumerate(labels)]
 
 
+LEAN_TEMPLATE = go.layout.Template()  # no theme in the figure: Streamlit's (about 7 kB a chart) is applied in the browser
 MAX_HATCHED = 64  # past this many tokens cells are too small for hatching to show; grey alone marks them
 
 
@@ -134,7 +135,7 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows_start, starts, stops
 
 
-def mask_shapes(masked: np.ndarray) -> list[dict]:
+def mask_shapes(masked: np.ndarray, hatch: bool = True) -> list[dict]:
     """Masked cells (already oriented; [R, C], True where hidden) as two layout shapes drawn above the heatmap:
     a grey fill (one rectangle per run of masked cells in a row) and, up to MAX_HATCHED tokens, one diagonal
     stroke per cell. Shapes take no hover and are two SVG paths whatever N is (thousands of markers or
@@ -142,10 +143,10 @@ def mask_shapes(masked: np.ndarray) -> list[dict]:
     if not masked.any():
         return []
     rows, starts, stops = _runs(masked)
-    fill = "".join(f"M{s - 0.5},{r - 0.5}H{e - 0.5}V{r + 0.5}H{s - 0.5}Z" for r, s, e in zip(rows, starts, stops))
+    fill = "".join(f"M{s - 0.5},{r - 0.5}h{e - s}v1h{s - e}Z" for r, s, e in zip(rows, starts, stops))
     shapes = [dict(type="path", path=fill, fillcolor=MASKED_FILL, line=dict(width=0), layer="above",
                    xref="x", yref="y", name="masked")]
-    if max(masked.shape) <= MAX_HATCHED:
+    if hatch and max(masked.shape) <= MAX_HATCHED:
         cells_r, cells_c = np.nonzero(masked)
         hatch = "".join(f"M{c - 0.35:g},{r + 0.35:g}L{c + 0.35:g},{r - 0.35:g}" for r, c in zip(cells_r, cells_c))
         shapes.append(dict(type="path", path=hatch, line=dict(width=1, color=MASKED_HATCH), layer="above",
@@ -296,7 +297,7 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
     fig = go.Figure(go.Heatmap(z=grid, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
                                showscale=False, name="all heads",
                                hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>"))
-    shapes = mask_shapes(np.tile(masked, (m, h))) if masked is not None else []
+    shapes = mask_shapes(np.tile(masked, (m, h)), hatch=False) if masked is not None else []
     borders = "".join(f"M{k * n - 0.5},-0.5V{m * n - 0.5}" for k in range(1, h)) + \
         "".join(f"M-0.5,{k * n - 0.5}H{h * n - 0.5}" for k in range(1, m))
     if borders:
@@ -315,7 +316,7 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
                      showgrid=False, zeroline=False, constrain="domain", constraintoward="top", automargin=False,
                      ticks="")
     fig.update_layout(height=int(cell_px * m + 75), margin=dict(l=30, r=5, t=45, b=5),
-                      plot_bgcolor="white", showlegend=False, shapes=shapes)
+                      plot_bgcolor="white", showlegend=False, shapes=shapes, template=LEAN_TEMPLATE)
     return fig
 
 
