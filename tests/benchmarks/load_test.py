@@ -1,0 +1,446 @@
+"""A classroom on one machine: 30 students typing and toggling on the text explorer at once, against one server.
+
+    python tests/benchmarks/load_test.py [--sessions 30] [--minutes 5] [--think 5 25] [--json out.json]
+    python tests/benchmarks/load_test.py --url http://127.0.0.1:8080 --pid 1234 --pid 1235   # a running server or LB
+
+Without --url it starts `streamlit run app.py` (the bundled models) on a free loopback port and stops it at the end.
+Each session speaks Streamlit's own websocket protocol, as the browser does (GET the page for its cookies, then
+/_stcore/stream with protobuf BackMsg / ForwardMsg): it opens the default page (the text explorer), then, until the
+time is up, waits a think time and does one of: type a new text (Ctrl+Enter), toggle the mask or the position
+encoding, pick another layer or head (those two are fragment reruns, as in the browser). The client does not draw
+anything, so the machine's cores go to the server; what is measured is the server's side of a classroom.
+
+Reported: p50 / p95 / max latency per action (from sending the rerun to the server's `script_finished`), errors
+(exception elements, error boxes, compile errors, disconnects, no answer in --timeout s: must be 0), the bytes sent
+per interaction, and the server's memory (RSS from /proc, every --sample s) and CPU time over the run. Memory counts
+as bounded when the peak of the second half of the run is at most BOUNDED_GROWTH above the peak of the first half
+(caches fill early; st.cache_data / st.cache_resource have max_entries); runs shorter than JUDGE_MEMORY_MINUTES
+report memory without that verdict. Exit status 0 only with no error and memory not found unbounded.
+It ends by itself: after --minutes, in-flight actions finish (or time out), sessions close.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # for bench_browser, imported where it is needed
+
+# What a student does, and how often (weights): type a sentence, toggle the mask or encoding, open a layer or head.
+ACTIONS = {"text": 4, "mask": 2, "pe": 2, "layer": 1, "head": 1}
+TEXT_SIZES = range(8, 65, 4)  # tokens with [BOS]: short classroom sentences, all within the bundled context (128)
+TEXTS_PER_SIZE = 4
+BOUNDED_GROWTH = 0.10  # second-half peak RSS may exceed the first-half peak by at most this fraction
+# Shorter runs report memory without a verdict: at a classroom's pace (about 1.5 interactions/s on 2 cores) the
+# recording cache (64 entries) and the sessions' own data take about 2 minutes to fill, so the first half of the
+# run must be longer than that.
+JUDGE_MEMORY_MINUTES = 5.0
+ID_PREFIX = "$$ID-"  # Streamlit's widget ids: "$$ID-<hash>-<user key>"
+FINISHED = ForwardMsg.ScriptFinishedStatus
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pure helpers: what went wrong in a message, latency and memory summaries
+# ---------------------------------------------------------------------------------------------------------
+
+def problems(msg: ForwardMsg) -> list[str]:
+    """What a ForwardMsg shows that a student should never see: an exception element, an error box, a script
+    that did not compile. Warnings and infos (e.g. unknown words) are not problems."""
+    found = []
+    if msg.WhichOneof("type") == "delta" and msg.delta.WhichOneof("type") == "new_element":
+        element = msg.delta.new_element
+        kind = element.WhichOneof("type")
+        if kind == "exception" and not element.exception.is_warning:
+            found.append(f"exception {element.exception.type}: {element.exception.message}"[:300])
+        elif kind == "alert" and element.alert.format == element.alert.ERROR:
+            found.append(f"error box: {element.alert.body}"[:300])
+    elif msg.WhichOneof("type") == "script_finished" and msg.script_finished == FINISHED.FINISHED_WITH_COMPILE_ERROR:
+        found.append("the script did not compile")
+    elif msg.WhichOneof("type") == "session_event" and msg.session_event.HasField("script_compilation_exception"):
+        found.append(f"compilation exception: {msg.session_event.script_compilation_exception.message}"[:300])
+    return found
+
+
+def latency_summary(seconds: list[float]) -> dict:
+    """count, p50, p95 and max of a list of latencies (linear-interpolated percentiles); None when empty."""
+    if not seconds:
+        return {"count": 0, "p50_s": None, "p95_s": None, "max_s": None}
+    p50, p95 = np.percentile(seconds, [50, 95])
+    return {"count": len(seconds), "p50_s": float(p50), "p95_s": float(p95), "max_s": float(max(seconds))}
+
+
+def memory_summary(samples: list[tuple[float, float]], growth: float = BOUNDED_GROWTH) -> dict:
+    """samples: (seconds since start, RSS in MB). Start, peak, end and the peaks of the two halves of the run;
+    bounded when the second half's peak is at most `growth` above the first half's."""
+    if len(samples) < 2:
+        raise ValueError("need at least two memory samples")
+    middle = (samples[0][0] + samples[-1][0]) / 2
+    first = max(mb for t, mb in samples if t <= middle)
+    second = max(mb for t, mb in samples if t > middle)
+    return {"start_mb": samples[0][1], "peak_mb": max(mb for _, mb in samples), "end_mb": samples[-1][1],
+            "first_half_peak_mb": first, "second_half_peak_mb": second,
+            "second_half_growth": second / first - 1, "bounded": second <= first * (1 + growth)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One session: a browser tab as the server sees it
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Widget:
+    id: str
+    fragment_id: str  # "" outside a fragment
+    options: list[str]  # selectbox / radio labels; [] for a text box
+    value: str  # what the browser shows now
+
+
+@dataclass
+class Outcome:
+    seconds: float
+    bytes: int
+    problems: list[str]
+
+
+class Session:
+    """One student's tab: Streamlit's websocket protocol, widget states kept as the browser keeps them."""
+
+    def __init__(self, url: str, timeout: float):
+        self.url, self.timeout = url.rstrip("/"), timeout
+        self.widgets: dict[str, Widget] = {}  # by user key
+        self.states: dict[str, WidgetState] = {}  # by widget id: every value this tab has set
+        self.messages: dict[str, bytes] = {}  # each keyed element's message in the last run, as sent
+        self.page_hash = ""
+        self.ws = None
+
+    async def open(self) -> Outcome:
+        """Load the page (its cookies: XSRF, a load balancer's sticky cookie), connect, run the default page."""
+        cookies = await asyncio.to_thread(page_cookies, self.url)
+        headers = {"Origin": self.url, **({"Cookie": cookies} if cookies else {})}
+        started = time.perf_counter()
+        self.ws = await connect(self.url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                                additional_headers=headers, max_size=None, open_timeout=self.timeout)
+        outcome = await self._rerun("")
+        outcome.seconds = time.perf_counter() - started
+        return outcome
+
+    async def change(self, key: str, value: str) -> Outcome:
+        """Set one widget (text box: Ctrl+Enter; selectbox / radio: a click) and wait for the rerun it causes."""
+        widget = self.widgets[key]
+        widget.value = value
+        self.states[widget.id] = WidgetState(id=widget.id, string_value=value)
+        return await self._rerun(widget.fragment_id)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+
+    async def _rerun(self, fragment_id: str) -> Outcome:
+        back = BackMsg()
+        back.rerun_script.page_script_hash = self.page_hash
+        back.rerun_script.fragment_id = fragment_id
+        back.rerun_script.widget_states.widgets.extend(self.states.values())
+        self.messages = {}
+        started = time.perf_counter()
+        await self.ws.send(back.SerializeToString())
+        total, found = 0, []
+        async with asyncio.timeout(self.timeout):
+            while True:
+                data = await self.ws.recv()
+                total += len(data)
+                msg = ForwardMsg()
+                msg.ParseFromString(data)
+                found += problems(msg)
+                self._note(msg, data)
+                finished = msg.WhichOneof("type") == "script_finished"
+                if finished and msg.script_finished != FINISHED.FINISHED_EARLY_FOR_RERUN:
+                    return Outcome(time.perf_counter() - started, total, found)
+
+    def _note(self, msg: ForwardMsg, data: bytes) -> None:
+        """Remember the page we are on, every keyed widget (id, fragment, options, value) and element message."""
+        kind = msg.WhichOneof("type")
+        if kind == "navigation":
+            self.page_hash = msg.navigation.page_script_hash
+        if kind != "delta" or msg.delta.WhichOneof("type") != "new_element":
+            return
+        element = msg.delta.new_element
+        proto = getattr(element, element.WhichOneof("type") or "empty")
+        element_id = getattr(proto, "id", "")
+        if not element_id.startswith(ID_PREFIX):
+            return
+        key = element_id.split("-", 2)[2]
+        self.messages[key] = data
+        options = list(getattr(proto, "options", []))
+        if key in self.widgets and self.widgets[key].id == element_id:
+            self.widgets[key].options, self.widgets[key].fragment_id = options, msg.delta.fragment_id
+            return
+        self.widgets[key] = Widget(element_id, msg.delta.fragment_id, options, shown_value(element))
+
+
+def shown_value(element) -> str:
+    """The value a text box, selectbox or radio shows when drawn ("" for other elements)."""
+    kind = element.WhichOneof("type")
+    proto = getattr(element, kind)
+    if kind == "text_area":
+        return proto.value if proto.set_value else proto.default
+    if kind in ("selectbox", "radio"):
+        if proto.set_value:
+            return proto.raw_value
+        return proto.options[proto.default] if 0 <= proto.default < len(proto.options) else ""
+    return ""
+
+
+def page_cookies(url: str) -> str:
+    """The cookies a browser gets with the page (name=value pairs for a Cookie header)."""
+    with urllib.request.urlopen(url + "/", timeout=30) as response:
+        return "; ".join(header.split(";", 1)[0] for header in response.headers.get_all("Set-Cookie") or [])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Students, the server's memory, the run
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Record:
+    session: int
+    action: str
+    seconds: float | None  # None: no answer
+    bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def next_value(session: Session, key: str, texts: list[str], rng: random.Random) -> str:
+    """A value for widget `key` other than the one shown: a new text, or another option."""
+    widget = session.widgets[key]
+    choices = [text for text in texts if text != widget.value] if key == "text" else \
+        [option for option in widget.options if option != widget.value]
+    return rng.choice(choices)
+
+
+async def student(index: int, url: str, deadline: float, think: tuple[float, float], texts: list[str],
+                  timeout: float, records: list[Record]) -> None:
+    """One student: open the page, then interact until the deadline. A failure ends the session (counted)."""
+    rng = random.Random(index)
+    session = Session(url, timeout)
+    action = "open"
+    try:
+        outcome = await session.open()
+        records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
+        while True:
+            await asyncio.sleep(rng.uniform(*think))
+            if time.monotonic() >= deadline:
+                break
+            action = rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
+            outcome = await session.change(action, next_value(session, action, texts, rng))
+            records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
+    except TimeoutError:
+        records.append(Record(index, action, None, problems=[f"no answer in {timeout} s"]))
+    except (ConnectionClosed, OSError) as error:
+        records.append(Record(index, action, None, problems=[f"disconnected: {type(error).__name__}: {error}"]))
+    finally:
+        try:
+            await session.close()
+        except (ConnectionClosed, OSError):
+            pass
+
+
+def proc_text(pid: int, name: str) -> str:
+    """/proc/PID/NAME; a server that has exited ends the run with that said."""
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except FileNotFoundError:
+        raise RuntimeError(f"server process {pid} is gone (crashed or stopped during the run)") from None
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, from /proc/PID/status (VmRSS), in MB."""
+    for line in proc_text(pid, "status").splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/PID/stat."""
+    fields = proc_text(pid, "stat").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def sample_memory(pids: list[int], every: float, stop: asyncio.Event, samples: dict[int, list]) -> None:
+    started = time.monotonic()
+    while True:
+        for pid in pids:
+            samples[pid].append((round(time.monotonic() - started, 2), round(rss_mb(pid), 1)))
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+            return
+        except TimeoutError:
+            pass
+
+
+async def warm_up(urls: list[str], timeout: float) -> dict[str, float]:
+    """Open the page once on each server, as the teacher does before class (imports, model load): seconds each."""
+    seconds = {}
+    for url in urls:
+        session = Session(url, timeout)
+        try:
+            outcome = await session.open()
+        finally:
+            await session.close()
+        if outcome.problems:
+            raise RuntimeError(f"{url}: the page shows problems before the class starts: {outcome.problems}")
+        seconds[url] = outcome.seconds
+    return seconds
+
+
+async def classroom(url: str, pids: list[int], sessions: int, minutes: float, think: tuple[float, float],
+                    ramp: float, timeout: float, sample: float, texts: list[str], warm: list[str]) -> dict:
+    idle_mb = {pid: rss_mb(pid) for pid in pids}
+    warm_s = await warm_up(warm, timeout)
+    records: list[Record] = []
+    samples: dict[int, list] = {pid: [] for pid in pids}
+    cpu_start = {pid: cpu_seconds(pid) for pid in pids}
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(sample_memory(pids, sample, stop, samples))
+    started = time.monotonic()
+    deadline = started + 60 * minutes
+
+    async def delayed(index: int) -> None:
+        await asyncio.sleep(ramp * index / sessions)
+        await student(index, url, deadline, think, texts, timeout, records)
+
+    await asyncio.gather(*(delayed(index) for index in range(sessions)))
+    elapsed = time.monotonic() - started
+    stop.set()
+    await sampler
+    result = report(records, samples, {pid: cpu_seconds(pid) - cpu_start[pid] for pid in pids}, elapsed,
+                    dict(url=url, sessions=sessions, minutes=minutes, think_s=list(think), ramp_s=ramp))
+    result["warm_up_s"] = warm_s
+    for pid, server in result["server"].items():
+        server["idle_mb_before_warm_up"] = idle_mb[int(pid)]
+    return result
+
+
+def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float], elapsed: float,
+           settings: dict) -> dict:
+    answered = [r for r in records if r.seconds is not None]
+    interactions = [r for r in answered if r.action != "open"]
+    errors = [r for r in records if r.problems]
+    result = {"settings": settings, "elapsed_s": elapsed,
+              "latency": {action: latency_summary([r.seconds for r in answered if r.action == action])
+                          for action in ("open", *ACTIONS)},
+              "errors": len(errors), "error_examples": [asdict(r) for r in errors[:10]],
+              "interactions_per_s": len(interactions) / elapsed,
+              "kb_per_interaction": float(np.mean([r.bytes for r in interactions]) / 1024) if interactions else None,
+              "server": {}}
+    result["latency"]["all interactions"] = latency_summary([r.seconds for r in interactions])
+    for pid, series in samples.items():
+        result["server"][str(pid)] = {"cpu_s": cpu[pid], "memory": memory_summary(series), "rss_mb": series}
+    judged = settings["minutes"] >= JUDGE_MEMORY_MINUTES
+    result["memory_bounded"] = all(s["memory"]["bounded"] for s in result["server"].values()) if judged else None
+    return result
+
+
+def print_report(result: dict) -> None:
+    s = result["settings"]
+    print(f"\n{s['sessions']} sessions for {s['minutes']} min against {s['url']} (think {s['think_s'][0]:g}-"
+          f"{s['think_s'][1]:g} s); {result['interactions_per_s']:.2f} interactions/s, "
+          f"{result['kb_per_interaction'] or 0:.0f} KB sent per interaction")
+    print("warm-up (one page load per server before the clock, not counted): "
+          + ", ".join(f"{url} {seconds:.1f} s" for url, seconds in result["warm_up_s"].items()))
+    print(f"{'action':<17} {'count':>6} {'p50 s':>7} {'p95 s':>7} {'max s':>7}")
+    for action, row in result["latency"].items():
+        if row["count"]:
+            print(f"{action:<17} {row['count']:>6} {row['p50_s']:>7.2f} {row['p95_s']:>7.2f} {row['max_s']:>7.2f}")
+    print(f"errors: {result['errors']}")
+    for example in result["error_examples"]:
+        print(f"  session {example['session']} {example['action']}: {'; '.join(example['problems'])}")
+    for pid, server in result["server"].items():
+        m = server["memory"]
+        series = server["rss_mb"]
+        every = max(1, len(series) // 12)
+        trace = ", ".join(f"{t:.0f}s {mb:.0f}" for t, mb in series[::every])
+        print(f"server {pid}: CPU {server['cpu_s']:.0f} s; RSS MB idle {server['idle_mb_before_warm_up']:.0f}, "
+              f"start {m['start_mb']:.0f}, peak {m['peak_mb']:.0f}, "
+              f"end {m['end_mb']:.0f}; second half vs first half peak {100 * m['second_half_growth']:+.1f}%"
+              f"\n  RSS over time: {trace}")
+    verdict = {True: "bounded", False: "NOT bounded",
+               None: f"not judged (a run under {JUDGE_MEMORY_MINUTES:g} min ends while the caches still fill)"}
+    print(f"memory: {verdict[result['memory_bounded']]}")
+
+
+def classroom_texts() -> list[str]:
+    """Sentences from the grammar, TEXTS_PER_SIZE of each size in TEXT_SIZES (seeded: the same every run)."""
+    from bench_browser import grammar_text  # imports the model code (torch): only when a class is run
+    return [grammar_text(n, seed=9000 + 10 * n + i) for n in TEXT_SIZES for i in range(TEXTS_PER_SIZE)]
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--minutes", type=float, default=JUDGE_MEMORY_MINUTES)
+    parser.add_argument("--think", type=float, nargs=2, default=(5.0, 25.0), metavar=("MIN", "MAX"),
+                        help="seconds a student waits between two actions (uniform)")
+    parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the sessions connect")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds an action may take before it fails")
+    parser.add_argument("--sample", type=float, default=2.0, help="seconds between memory samples")
+    parser.add_argument("--url", help="a running server or load balancer (default: start app.py here)")
+    parser.add_argument("--pid", type=int, action="append", default=[], help="server process to watch (repeat)")
+    parser.add_argument("--warm", action="append", default=[],
+                        help="open the page once here before the clock (repeat; default: the target URL)")
+    parser.add_argument("--json", help="write the full results here")
+    args = parser.parse_args(argv)
+    if args.sessions < 1 or args.minutes <= 0 or not 0 <= args.think[0] <= args.think[1]:
+        parser.error("--sessions >= 1, --minutes > 0 and 0 <= think MIN <= MAX")
+    if args.url and not args.pid:
+        parser.error("--url needs the server's process id(s), --pid, to watch its memory")
+    texts = classroom_texts()
+    server = None
+    url, pids = args.url, args.pid
+    if url is None:
+        from bench_browser import free_port, start, wait_healthy
+
+        port = free_port()
+        server = start("app.py", port, Path(os.environ.get("TMPDIR", "/tmp")) / "load_test_server.log")
+        url, pids = f"http://127.0.0.1:{port}", [server.pid]
+        wait_healthy(url, server)
+    try:
+        print(f"{args.sessions} sessions against {url} for {args.minutes} min ...", flush=True)
+        result = asyncio.run(classroom(url, pids, args.sessions, args.minutes, tuple(args.think), args.ramp,
+                                       args.timeout, args.sample, texts, args.warm or [url]))
+    finally:
+        if server is not None:
+            stop_server(server)
+    print_report(result)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.json}")
+    return 0 if result["errors"] == 0 and result["memory_bounded"] is not False else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
