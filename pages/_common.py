@@ -229,6 +229,20 @@ def notation_switch() -> str:
     return notation or "common"
 
 
+def layer_head_picker(n_layers: int, n_heads: int) -> tuple[int, int]:
+    """Two horizontal radios side by side, "L0…" and "H0…" (URL keys `layer`, `head`); the chosen (layer, head),
+    kept in range when the model changes under a shared link."""
+    col_layer, col_head = st.columns(2)
+    with col_layer:
+        layer = st.radio("Layer", list(range(n_layers)), format_func=lambda i: f"L{i}", key="layer", bind=BIND,
+                         horizontal=True, help="Which transformer block (the seed paper's m, counted from 0).")
+    with col_head:
+        head = st.radio("Head", list(range(n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
+                        horizontal=True, help="Which of the block's H attention heads.")
+    return (0 if layer is None else min(int(layer), n_layers - 1),
+            0 if head is None else min(int(head), n_heads - 1))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Classroom: presenter mode, "predict, then reveal", charts
 # ---------------------------------------------------------------------------------------------------------

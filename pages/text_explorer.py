@@ -27,8 +27,8 @@ from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, difference_hea
                                     small_multiples, softmax_row_bar, token_labels)
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           get_recording, model_picker, notation_switch, show_input_error, text_cards,
-                           trained_alternative, trained_encodings)
+                           get_recording, layer_head_picker, model_picker, notation_switch, show_input_error,
+                           text_cards, trained_alternative, trained_encodings)
 
 NOTATION_CAPTIONS = {
     "common": "Common notation: row n is query n (the token doing the attending), columns are the keys n′ it "
@@ -149,14 +149,7 @@ def head_pickers(recording: Recording, baseline: Recording | None) -> tuple[int,
     """The layer and head radios (URL keys `layer`, `head`), over the heads both recordings have."""
     n_layers = recording.n_layers if baseline is None else min(recording.n_layers, baseline.n_layers)
     n_heads = recording.config.n_heads if baseline is None else min(recording.config.n_heads, baseline.config.n_heads)
-    col_layer, col_head = st.columns(2)
-    with col_layer:
-        layer = st.radio("Layer", list(range(n_layers)), format_func=lambda i: f"L{i}", key="layer", bind=BIND,
-                         horizontal=True)
-    with col_head:
-        head = st.radio("Head", list(range(n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
-                        horizontal=True)
-    return (0 if layer is None else min(int(layer), n_layers - 1)), (0 if head is None else min(int(head), n_heads - 1))
+    return layer_head_picker(n_layers, n_heads)
 
 
 def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
