@@ -18,6 +18,7 @@ PAGES = [
     st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", url_path="image_lab"),
     st.Page("pages/maths.py", title="The maths, step by step", icon=":material/function:", url_path="maths"),
     st.Page("pages/attention_cost.py", title="Cost of attention", icon=":material/speed:", url_path="attention_cost"),
+    st.Page("pages/cross_attention.py", title="Encoder–decoder", icon=":material/translate:", url_path="cross_attention"),
     # st.Page("pages/<name>.py", title="...", icon="...", url_path="<name>"),
 ]
 

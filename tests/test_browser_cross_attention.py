@@ -1,0 +1,68 @@
+"""The encoder–decoder page in the real app (`streamlit run app.py`) in the system Chromium, on the bundled
+encoder–decoder of assets/seq2seq.
+
+Run with `pytest -m browser tests/test_browser_cross_attention.py`. Reuses the server, page and screenshot fixtures of
+tests/test_browser.py; screenshots also go to $ATTENTION_LAB_SCREENSHOTS when it is set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from test_browser import CHART, CHROMIUM, ERROR, page, server, shoot, wait_idle  # noqa: F401
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}"),
+              pytest.mark.skipif('url_path="cross_attention"' not in APP.read_text(),
+                                 reason="app.py's navigation does not list the encoder–decoder page")]
+
+
+def charts_drawn(page, at_least: int) -> None:
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {at_least}")
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+
+
+def chart_titles(page) -> list[str]:
+    return page.locator(f"{CHART} .gtitle").all_text_contents()
+
+
+def test_encoder_decoder_page_in_the_browser(server, page, shoot):
+    page.goto(f"{server}/cross_attention")
+    charts_drawn(page, 5)
+    assert page.get_by_text("Free generation writes the reference word for word.").count() == 1
+    assert page.locator(f"{CHART} .legendtext").filter(has_text="true alignment").count() == 2
+    shoot(page, "cross_attention_1_default")
+
+    # the decoder head picker: both cross-attention charts follow, and the URL keeps it
+    before = chart_titles(page)
+    page.get_by_test_id("stRadio").filter(has_text="Decoder head").get_by_text("H0", exact=True).click()
+    page.wait_for_function("() => location.search.includes('dec_head=H0')")
+    charts_drawn(page, 5)
+    after = chart_titles(page)
+    assert after != before and any(title.endswith("H0") and "teacher forcing" in title for title in after)
+
+    # switch the true alignment off: its squares leave both charts
+    page.get_by_text("True alignment", exact=True).click()
+    page.wait_for_function("() => location.search.includes('overlay=false')")
+    charts_drawn(page, 5)
+    assert page.locator(f"{CHART} .legendtext").filter(has_text="true alignment").count() == 0
+
+    # a sentence longer than any trained noun phrase: the page says whether free generation holds on
+    page.get_by_role("button", name="three adjectives (never trained on)").click()
+    page.wait_for_function("() => location.search.includes('source=')")
+    charts_drawn(page, 5)
+    assert "tiny old red key" in page.get_by_role("textbox", name="English sentence (the source)").input_value()
+    shoot(page, "cross_attention_2_three_adjectives")
+
+    # a word outside the grammar: an error box with the reason, no traceback, no charts
+    box = page.get_by_role("textbox", name="English sentence (the source)")
+    box.fill("the zebra runs .")
+    box.press("Enter")
+    page.get_by_text("'zebra' is not in the grammar's vocabulary").wait_for()
+    wait_idle(page)
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length == 0")
+    assert page.locator(ERROR).count() == 0
+    shoot(page, "cross_attention_3_unknown_word")

@@ -1,0 +1,181 @@
+"""The encoder–decoder page under AppTest: a tiny random encoder–decoder (fast), then the bundled one once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from core.data.translation import vocabularies
+from core.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "cross_attention.py")
+OUTSIDE = "mary found the keys near the box ."
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    """Two tiny random encoder–decoders with the real vocabularies; `tiny` has held-out metrics naming L1 H1."""
+    directory = tmp_path_factory.mktemp("seq2seq")
+    vocab = vocabularies()
+    for seed, name in enumerate(("tiny", "tiny-b")):
+        torch.manual_seed(seed)
+        cfg = Seq2SeqConfig(src_vocab_size=vocab.source.vocab_size, tgt_vocab_size=vocab.target.vocab_size,
+                            d_model=32, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_mlp=64, max_tgt_len=24)
+        metrics = {"heldout": {"n": 10, "exact_match": 0.5, "token_accuracy": 0.7, "alignment": {
+            "best": {"layer": 1, "head": 1, "score": 0.4}, "per_head": [[0.1, 0.2], [0.3, 0.4]], "chance": 0.1}}}
+        card = Seq2SeqCard(name, "translation", cfg, "tiny random", metrics=metrics if seed == 0 else {})
+        save_seq2seq(Seq2SeqTransformer(cfg).eval(), card, directory)
+    return directory
+
+
+@pytest.fixture
+def app(tiny_dir, monkeypatch):
+    def start(directory: Path | None = tiny_dir, **params: str) -> AppTest:
+        if directory is None:
+            monkeypatch.delenv("ATTENTION_LAB_SEQ2SEQ_DIR", raising=False)
+        else:
+            monkeypatch.setenv("ATTENTION_LAB_SEQ2SEQ_DIR", str(directory))
+        at = AppTest.from_file(PAGE, default_timeout=60)
+        for key, value in params.items():
+            at.query_params[key] = value
+        return at.run()
+    return start
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("plotly_chart"))
+
+
+def spec(at: AppTest, index: int) -> str:
+    return charts(at)[index].proto.spec
+
+
+def ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def text(at: AppTest) -> str:
+    return " ".join(m.value for m in [*at.markdown, *at.caption, *at.info, *at.success, *at.warning])
+
+
+def test_page_shows_all_three_attentions_for_both_passes(app):
+    at = app()
+    ok(at)
+    assert len(charts(at)) == 5  # cross ×2, decoder self ×2, encoder
+    assert (at.radio(key="dec_layer").value, at.radio(key="dec_head").value) == (1, 1)  # the card's best head
+    assert "`dog` `ka` `ke` `child` `-i` `ka` `love` `-ta` `cat` `-i` `old` `du` `chase` `-ta` `.` `[EOS]`" in text(at)
+    assert "true alignment (from the rules)" in spec(at, 0)
+    (steps,) = at.dataframe
+    assert list(steps.value["reference"]) == ["dog", "ka", "ke", "child", "-i", "ka", "love", "-ta", "cat", "-i", "old",
+                                              "du", "chase", "-ta", ".", "[EOS]"]
+    assert list(steps.value.columns[2:]) == ["teacher forcing: predicts", "p (forced)", "free generation: writes",
+                                             "p (free)"]
+    assert "Tailish puts the verb last. At step 12 the decoder writes `chase`" in text(at)
+
+
+def test_pickers_change_the_figures(app):
+    at = app()
+    cross, encoder = spec(at, 0), spec(at, 4)
+    at.radio(key="dec_layer").set_value(0).run()
+    ok(at)
+    assert spec(at, 0) != cross and "L0 H1" in spec(at, 0) and "L0 H1" in spec(at, 2)
+    cross = spec(at, 0)
+    at.radio(key="dec_head").set_value(0).run()
+    ok(at)
+    assert spec(at, 0) != cross
+    at.toggle(key="overlay").set_value(False).run()
+    ok(at)
+    assert "true alignment" not in spec(at, 0)
+    at.radio(key="enc_layer").set_value(1).run()
+    assert spec(at, 4) != encoder and "encoder · L1 H0" in spec(at, 4)
+    at.radio(key="enc_head").set_value(1).run()
+    ok(at)
+    assert "encoder · L1 H1" in spec(at, 4)
+    at.sidebar.radio(key="notation").set_value("paper").run()
+    ok(at)
+    assert "columns sum to 1" in spec(at, 0)
+    at.sidebar.toggle(key="presenter").set_value(True).run()
+    ok(at)
+    at.sidebar.selectbox(key="model").set_value("tiny-b").run()
+    ok(at)
+    sidebar = " ".join(c.value for c in at.sidebar.caption)
+    assert "tiny random" in sidebar and "Held-out" not in sidebar  # tiny-b has no metrics in its card
+
+
+def test_example_and_held_out_buttons_set_the_sentence(app):
+    at = app()
+    at.button(key="example_mirrored noun phrases").click().run()
+    ok(at)
+    assert at.text_input(key="source").value == "the big old key opened my small red box ."
+    assert "`key` `old` `big` `ka` `box` `red` `small` `mi` `open` `-ta` `.`" in text(at)
+    at.button(key="heldout").click().run()
+    ok(at)
+    first = at.text_input(key="source").value
+    at.button(key="heldout").click().run()
+    ok(at)
+    assert at.text_input(key="source").value != first and len(charts(at)) == 5
+
+
+def test_predictions_reveal_the_computed_answers(app):
+    at = app()
+    at.radio(key="predict_align").set_value("6: chased").run()
+    at.button(key="predict_align__reveal").click().run()
+    ok(at)
+    assert "of step 12's attention on" in text(at) and "By the rules that Tailish word comes from **6: chased**" \
+        in text(at)
+    at.radio(key="predict_free").set_value("no, it slips somewhere").run()
+    at.button(key="predict_free__reveal").click().run()
+    ok(at)
+    assert "Teacher forcing gets **" in text(at) and "of 16** reference words" in text(at)
+
+
+def test_a_sentence_outside_the_grammar_has_free_generation_only(app):
+    at = app()
+    at.text_input(key="source").set_value(OUTSIDE).run()
+    ok(at)
+    assert any("not a sentence of the generator's grammar" in i.value for i in at.info)
+    assert len(charts(at)) == 3  # cross, decoder self (free only), encoder
+    assert "true alignment" not in spec(at, 0)
+    assert "Tailish starts with the noun. At step 0" in text(at)
+
+
+def test_bad_input_shows_an_error_not_an_exception(app):
+    at = app()
+    for typed, message in [("", "empty"), ("   ", "empty"), ("the zebra runs .", "'zebra' is not in the grammar's "
+                                                                                   "vocabulary"),
+                           ("the dog runs . " * 8, "at most 24 tokens")]:
+        at.text_input(key="source").set_value(typed).run()
+        assert not at.exception
+        assert at.error and message in at.error[0].value
+        assert not charts(at)
+
+
+def test_the_url_sets_every_picker(app):
+    at = app(source="she sleeps .", dec_layer="L0", dec_head="H0", overlay="false", enc_layer="L1", enc_head="H1",
+             notation="paper")
+    ok(at)
+    assert at.text_input(key="source").value == "she sleeps ."
+    assert (at.radio(key="dec_layer").value, at.radio(key="dec_head").value, at.toggle(key="overlay").value,
+            at.radio(key="enc_layer").value, at.radio(key="enc_head").value) == (0, 0, False, 1, 1)
+    assert "`la` `sleep` `.`" in text(at) and "encoder · L1 H1" in spec(at, 4)
+
+
+def test_without_a_model_the_page_says_how_to_train_one(app, tmp_path):
+    at = app(tmp_path)
+    assert not at.exception and not charts(at)
+    assert "python -m core.train_seq2seq" in at.info[0].value
+
+
+def test_the_bundled_model_translates_the_default_sentence_and_slips_on_mixed_tenses(app):
+    at = app(None)
+    ok(at)
+    assert len(charts(at)) == 5
+    assert any("word for word" in s.value for s in at.success)  # free generation matches the rules
+    at.button(key="example_mixed tenses (never trained on)").click().run()
+    ok(at)
+    assert any("leaves the reference at step" in w.value for w in at.warning)
