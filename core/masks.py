@@ -62,6 +62,25 @@ def strided_mask(n: int, stride: int, device=None) -> torch.Tensor:
     return (offset >= 0) & ((offset < stride) | (offset % stride == 0))
 
 
+def block_sparse_mask(n: int, block: int, causal: bool = True, device=None) -> torch.Tensor:
+    """Block-sparse attention (seed 003 §6.1; the "fixed" pattern of Child et al.): the tokens are cut into blocks
+    of b; a query sees every key of its own block, ⌊i/b⌋ = ⌊j/b⌋, and the last key of every block, j mod b = b-1,
+    which carries the block's summary onwards. Causal: only keys j <= i."""
+    position = torch.arange(n, device=device)
+    same_block = (position[:, None] // block) == (position[None, :] // block)
+    summary = (position % block == block - 1)[None, :].expand(n, n)
+    allowed = same_block | summary
+    return allowed & (_offsets(n, device) >= 0) if causal else allowed
+
+
+def random_mask(n: int, density: float, seed: int = 0, causal: bool = True, device=None) -> torch.Tensor:
+    """Random attention (seed 003 §6.1, as in BigBird): each query sees itself and each other key with probability
+    `density`, drawn once from `seed` (the same seed gives the same mask). Causal: only keys j <= i."""
+    draw = torch.rand(n, n, generator=torch.Generator().manual_seed(seed)).to(device)
+    allowed = (draw < density) | torch.eye(n, dtype=torch.bool, device=device)
+    return allowed & (_offsets(n, device) >= 0) if causal else allowed
+
+
 def build_mask(spec: MaskSpec, n: int, device=None) -> torch.Tensor:
     """The [N, N] allowed-matrix of a named mask."""
     if spec.kind in ("none", "padding"):
@@ -76,3 +95,79 @@ def build_mask(spec: MaskSpec, n: int, device=None) -> torch.Tensor:
 def padding_mask(valid: torch.Tensor) -> torch.Tensor:
     """From valid [B, N] (True on real tokens) the keys every query may see: [B, 1, N] (broadcast over queries)."""
     return valid[:, None, :]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Presets of the mask editor, and its edits
+# ---------------------------------------------------------------------------------------------------------
+
+MASK_PRESETS = ("causal", "window", "strided", "block-sparse", "random", "none")
+
+
+@dataclass(frozen=True)
+class MaskPreset:
+    """A starting point for an editable mask: one of MASK_PRESETS and its parameters.
+
+    width: the sliding window's w, or the block size b of block-sparse; stride: the strided mask's s;
+    density and seed: the random mask's; causal: whether window, block-sparse and random keep only keys j <= i
+    (causal and strided always do, none never does)."""
+
+    kind: str = "causal"
+    width: int = 4
+    stride: int = 4
+    density: float = 0.3
+    seed: int = 0
+    causal: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in MASK_PRESETS:
+            raise ConfigError(f"mask preset {self.kind!r} is not one of {', '.join(MASK_PRESETS)}")
+        if self.width < 1 or self.stride < 1:
+            raise ConfigError("the window width, block size and stride must be at least 1")
+        if not 0.0 <= self.density <= 1.0:
+            raise ConfigError(f"the random mask's density is a probability in [0, 1], got {self.density}")
+
+    def build(self, n: int, device=None) -> torch.Tensor:
+        """The [N, N] allowed-matrix."""
+        if self.kind == "block-sparse":
+            return block_sparse_mask(n, self.width, self.causal, device)
+        if self.kind == "random":
+            return random_mask(n, self.density, self.seed, self.causal, device)
+        return build_mask(MaskSpec(self.kind, self.width, self.causal, self.stride), n, device)
+
+
+def flip_cells(allowed: torch.Tensor, cells: set[tuple[int, int]]) -> torch.Tensor:
+    """A copy of the [N, N] allowed-matrix with each (query, key) cell in `cells` switched (cells outside: ignored)."""
+    flipped = allowed.clone()
+    n = allowed.shape[-1]
+    for query, key in cells:
+        if 0 <= query < n and 0 <= key < n:
+            flipped[query, key] = not bool(flipped[query, key])
+    return flipped
+
+
+def fully_masked_rows(allowed: torch.Tensor) -> list[int]:
+    """The queries that may attend to no key at all (the model gives them a zero row: no information flows in)."""
+    return torch.nonzero(~allowed.any(dim=-1)).flatten().tolist()
+
+
+def sees_later_tokens(allowed: torch.Tensor) -> bool:
+    """True when some query may attend to a later key: appending a token can then change earlier ones (§4.1)."""
+    return bool((allowed & (_offsets(allowed.shape[-1], allowed.device) < 0)).any())
+
+
+def parse_cells(text: str) -> set[tuple[int, int]]:
+    """The editor's edits as written in its box and the URL, "query:key" pairs split by spaces or commas:
+    "3:1 4:2" -> {(3, 1), (4, 2)}. A cell written twice is switched twice, so it drops out."""
+    cells: set[tuple[int, int]] = set()
+    for item in text.replace(",", " ").split():
+        query, colon, key = item.partition(":")
+        if not colon or not query.isdigit() or not key.isdigit():
+            raise ValueError(f"{item!r} is not a cell: write query:key, for example 3:1")
+        cells ^= {(int(query), int(key))}
+    return cells
+
+
+def format_cells(cells: set[tuple[int, int]]) -> str:
+    """The inverse of parse_cells, sorted: {(4, 2), (3, 1)} -> "3:1 4:2"."""
+    return " ".join(f"{query}:{key}" for query, key in sorted(cells))

@@ -14,14 +14,14 @@ Attention is computed explicitly so the matrix A can be recorded; nothing is fus
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from core.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
-from core.masks import MaskSpec, build_mask, padding_mask
+from core.masks import MaskSpec, build_mask, causal_mask, padding_mask
 from core.patches import patchify
 from core.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
 from core.recording import Recording
@@ -62,9 +62,8 @@ def _select(tensor: torch.Tensor, token_axes: tuple[int, ...], keep: torch.Tenso
 def masked_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Softmax over keys of scores whose masked entries are -inf: those weights are exactly 0, and a fully
     masked row is all 0 rather than NaN."""
-    row_max = scores.amax(dim=-1, keepdim=True).clamp(min=torch.finfo(scores.dtype).min)  # -inf rows -> finite
-    weights = torch.exp(scores - row_max)  # exp(-inf) = 0 on masked entries
-    return weights / weights.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(scores.dtype).tiny)
+    weights = torch.softmax(scores, dim=-1)  # exp(-inf) = 0 on masked entries; a row of only -inf gives NaN
+    return torch.nan_to_num(weights, nan=0.0)  # not in place: autograd needs the softmax's own output
 
 
 class TokenNorm(nn.Module):
@@ -93,8 +92,35 @@ class PositionContext:
     """What the attention layers need of the position encoding in this forward pass."""
 
     encoding: str  # the encoding in effect (the model's own, or another one for an ablation)
-    rope_angles: torch.Tensor | None = None  # [N, K/2]
-    alibi: torch.Tensor | None = None  # [H, N, N]
+    rope_angles: torch.Tensor | None = None  # [N, K/2], of the N tokens of this pass
+    alibi: torch.Tensor | None = None  # [H, N, start + N]: this pass's queries, every key
+    start: int = 0  # the position of this pass's first token: the tokens already in a KVCache
+
+
+@dataclass
+class KVCache:
+    """The keys and values of the tokens seen so far, per attention layer, for incremental decoding.
+
+    Seed 001 §4.1: under a causal mask earlier tokens never see later ones, so appending a token leaves their
+    keys and values unchanged. A generation step then computes q, k, v of the new token only and attends over
+    the stored keys. Keys are stored as the scores use them: after RoPE's rotation, each at its own position.
+    """
+
+    keys: dict[str, torch.Tensor] = field(default_factory=dict)  # "blocks.{l}.attn" -> [B, N_seen, H, K]
+    values: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def length(self) -> int:
+        """How many tokens the cache holds."""
+        return next(iter(self.keys.values())).shape[1] if self.keys else 0
+
+    def extend(self, layer: str, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' k, v [B, N, H, K] to `layer`'s; return every key and value so far."""
+        if layer in self.keys:
+            k = torch.cat([self.keys[layer], k], dim=1)  # [B, N_seen + N, H, K]
+            v = torch.cat([self.values[layer], v], dim=1)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -121,17 +147,18 @@ class MultiHeadSelfAttention(nn.Module):
         return x.view(batch, n, self.n_heads, self.head_dim)  # [B, N, H*K] -> [B, N, H, K]
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor, position: PositionContext,
-                record: Recorder, prefix: str) -> torch.Tensor:
-        n = x.shape[1]
+                record: Recorder, prefix: str, cache: KVCache | None = None) -> torch.Tensor:
         q = record(f"{prefix}.hook_q", self.split_heads(self.W_Q(x)))  # [B, N, H, K]
         k = record(f"{prefix}.hook_k", self.split_heads(self.W_K(x)))
         v = record(f"{prefix}.hook_v", self.split_heads(self.W_V(x)))
         if position.encoding == "rope":
             q = record(f"{prefix}.hook_rot_q", apply_rope(q, position.rope_angles))
             k = record(f"{prefix}.hook_rot_k", apply_rope(k, position.rope_angles))
+        if cache is not None:  # the keys and values of the earlier tokens, then these: [B, start + N, H, K]
+            k, v = cache.extend(prefix, k, v)
         # scores[h, n, n'] = k_{h,n'}.q_{h,n} / sqrt(K) (eq. 5, with footnote 8's scaling)
-        scores = torch.einsum("bihk,bjhk->bhij", q, k) / math.sqrt(self.head_dim)  # [B, H, N, N]
-        bias = self.position_bias(position, n)
+        scores = torch.einsum("bihk,bjhk->bhij", q, k) / math.sqrt(self.head_dim)  # [B, H, N, start + N]
+        bias = self.position_bias(position, k.shape[1])
         if bias is not None:
             scores = scores + record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
         scores = record(f"{prefix}.hook_attn_scores", scores.masked_fill(~allowed[:, None], float("-inf")), (1, 2))
@@ -139,11 +166,12 @@ class MultiHeadSelfAttention(nn.Module):
         z = record(f"{prefix}.hook_z", torch.einsum("bhij,bjhk->bihk", pattern, v))  # [B, N, H, K]
         return self.W_O(z.flatten(2))  # [B, N, H*K] -> [B, N, D]
 
-    def position_bias(self, position: PositionContext, n: int) -> torch.Tensor | None:
+    def position_bias(self, position: PositionContext, n_keys: int) -> torch.Tensor | None:
+        """b[h, i, j] of this pass's queries i and every key j: [H, N, start + N], or None."""
         if position.encoding == "alibi":
             return position.alibi
         if position.encoding == "relative":
-            return self.relative(n)
+            return self.relative(n_keys)[:, position.start:]  # the rows of the new queries
         return None
 
 
@@ -173,16 +201,17 @@ class Block(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor, position: PositionContext,
-                record: Recorder) -> torch.Tensor:
+                record: Recorder, cache: KVCache | None = None) -> torch.Tensor:
         p = self.name
         x = record(f"{p}.hook_resid_pre", x)
         if self.pre_norm:
             attn_out = record(f"{p}.hook_attn_out", self.dropout(
-                self.attn(self.ln1(x, record, f"{p}.ln1"), allowed, position, record, f"{p}.attn")))
+                self.attn(self.ln1(x, record, f"{p}.ln1"), allowed, position, record, f"{p}.attn", cache)))
             x = record(f"{p}.hook_resid_mid", x + attn_out)
             mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(self.ln2(x, record, f"{p}.ln2"), record, f"{p}.mlp")))
             return record(f"{p}.hook_resid_post", x + mlp_out)
-        attn_out = record(f"{p}.hook_attn_out", self.dropout(self.attn(x, allowed, position, record, f"{p}.attn")))
+        attn_out = record(f"{p}.hook_attn_out",
+                          self.dropout(self.attn(x, allowed, position, record, f"{p}.attn", cache)))
         x = record(f"{p}.hook_resid_mid", self.ln1(x + attn_out, record, f"{p}.ln1"))
         mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(x, record, f"{p}.mlp")))
         return record(f"{p}.hook_resid_post", self.ln2(x + mlp_out, record, f"{p}.ln2"))
@@ -225,21 +254,29 @@ class Transformer(nn.Module):
         self.apply(_init_weights)
 
     def forward(self, inputs: torch.Tensor, *, mask: MaskArgument = None, pe: str | None = None,
-                valid: torch.Tensor | None = None, record: bool = False) -> ModelOutput:
+                valid: torch.Tensor | None = None, record: bool = False, cache: KVCache | None = None) -> ModelOutput:
         """inputs: token ids [B, N] or images [B, C, H, W].
 
         mask: None (the model's own), a mask kind, a MaskSpec, or a boolean allowed-matrix [N, N] / [B, N, N].
         pe: None (the model's own), "none" to switch the position encoding off, or another parameter-free one.
         valid: [B, N] True on real tokens, for a padded batch of unequal lengths.
+        cache: a KVCache holding the tokens before these (incremental decoding): the inputs are the next tokens,
+        at positions start..start+N-1, start = cache.length; their keys and values are appended to it. A custom
+        mask is then [start+N, start+N], over every token so far. Recorded patterns are [H, N, start+N].
         """
         recorder = Recorder(record)
         x = self.embed_inputs(inputs, recorder)  # [B, N, D]
         batch, n, _ = x.shape
-        position = self.position_context(pe, n, x.device)
-        x = x + recorder("hook_pos_embed", self.position_embedding(position.encoding, n, x.device).expand(batch, -1, -1))
-        allowed = self.allowed(mask, n, batch, valid, x.device)  # [B, N, N]
+        start = self.check_cache(cache, valid, n)  # 0 without a cache
+        position = self.position_context(pe, start + n, x.device, start)
+        e = self.position_embedding(position.encoding, start + n, x.device)[:, start:]  # [1, N, D]: e_start..
+        x = x + recorder("hook_pos_embed", e.expand(batch, -1, -1))
+        allowed = self.allowed(mask, start + n, batch, valid, x.device)[:, start:]  # [B, N, start + N]
+        if cache is not None and (allowed & ~causal_mask(start + n, x.device)[start:]).any():
+            raise ValueError("a key/value cache needs a mask under which no token sees a later one "
+                             "(causal, causal window or strided): earlier tokens would change as tokens are added")
         for block in self.blocks:
-            x = block(x, allowed, position, recorder)
+            x = block(x, allowed, position, recorder, cache)
         if self.ln_final is not None:
             x = self.ln_final(x, recorder, "ln_final")
         logits = self.head(x, valid)
@@ -266,13 +303,25 @@ class Transformer(nn.Module):
         self.check_length(x.shape[1])
         return record("hook_embed", x)
 
+    def check_cache(self, cache: KVCache | None, valid: torch.Tensor | None, n: int) -> int:
+        """The number of tokens before these ones: cache.length, 0 without a cache. Checks the cache can be used."""
+        if cache is None:
+            return 0
+        if self.cfg.input != "tokens" or self.cfg.head == "classifier":
+            raise ValueError("a key/value cache is for generating tokens, not for classifying a whole input")
+        if valid is not None:
+            raise ValueError("a key/value cache decodes one unpadded sequence batch: leave out `valid`")
+        self.check_length(cache.length + n)
+        return cache.length
+
     def check_length(self, n: int) -> None:
         if n < 1:
             raise ValueError("the input is empty: there is nothing to attend to")
         if n > self.cfg.max_len:
             raise ValueError(f"{n} tokens exceed this model's context length of {self.cfg.max_len}")
 
-    def position_context(self, pe: str | None, n: int, device) -> PositionContext:
+    def position_context(self, pe: str | None, n: int, device, start: int = 0) -> PositionContext:
+        """The encoding's tensors for the tokens start..n-1 of a sequence of n (all of them when start = 0)."""
         encoding = self.cfg.pos_encoding if pe is None else pe
         if encoding != self.cfg.pos_encoding and encoding not in PARAMETER_FREE_ENCODINGS:
             raise ConfigError(f"{encoding!r} has trained parameters this model does not have; it can be "
@@ -281,11 +330,11 @@ class Transformer(nn.Module):
             raise ConfigError(f"RoPE needs an even head size (this model has K={self.cfg.head_dim})")
         if encoding in ("rope", "alibi", "relative") and self.cfg.input == "patches":
             raise ConfigError(f"{encoding!r} is a 1-D sequence encoding; image models use none, sinusoidal or learned")
-        context = PositionContext(encoding)
+        context = PositionContext(encoding, start=start)
         if encoding == "rope":
-            context.rope_angles = rope_angles(n, self.cfg.head_dim, self.cfg.rope_base).to(device)
+            context.rope_angles = rope_angles(n, self.cfg.head_dim, self.cfg.rope_base).to(device)[start:]
         elif encoding == "alibi":
-            context.alibi = alibi_bias(self.cfg.n_heads, n).to(device)
+            context.alibi = alibi_bias(self.cfg.n_heads, n).to(device)[:, start:]
         return context
 
     def position_embedding(self, encoding: str, n: int, device) -> torch.Tensor:

@@ -1,0 +1,127 @@
+"""Figures of the masks-and-generation lesson: the clickable mask grid (Altair, whose point selections report the
+clicked cell), the incremental property, attention growing row by row, and the next-token distribution.
+
+Pure functions from arrays to charts; no model maths, no Streamlit. Colour-blind-safe: Okabe-Ito blue for allowed
+cells, grey for masked ones, orange for a query left with no key; Blues for changes from 0 up.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from core.figures.attention import head_heatmap, token_labels
+
+ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR = "#0072B2", "#d4d4d4", "#E69F00"
+MODEL_COLOUR, KEPT_COLOUR, CHOSEN_COLOUR = "#56B4E9", "#0072B2", "#D55E00"
+CELL_SELECTION = "cell"  # the name of the mask grid's point selection
+VISIBLE_CHANGE = 0.01  # the change scale reaches at least 1 %, so float rounding (~1e-7) stays white
+
+
+def _plain_labels(tokens: Sequence[str]) -> list[str]:
+    """"n: token" labels for Altair, which draws text as it is (no HTML escaping wanted)."""
+    return [f"{i}: {html.unescape(label)}" for i, label in enumerate(token_labels(tokens))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The mask editor
+# ---------------------------------------------------------------------------------------------------------
+
+def mask_grid(allowed: np.ndarray, tokens: Sequence[str], *, size_px: int = 440) -> alt.Chart:
+    """The [N(query), N(key)] allowed-matrix as a grid of cells: blue allowed, grey masked, orange the cells of a
+    query that may attend to nothing. Clicking a cell selects it (selection "cell", fields query and key).
+    size_px: the chart's width and height, labels included (Vega fits the grid inside)."""
+    allowed = np.asarray(allowed, dtype=bool)
+    n = len(tokens)
+    if allowed.shape != (n, n):
+        raise ValueError(f"the mask must be [N, N] with N = len(tokens); got {allowed.shape} and {n} tokens")
+    labels = _plain_labels(tokens)
+    query, key = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    empty_row = ~allowed.any(axis=1)
+    state = np.where(allowed, "allowed", np.where(empty_row[:, None], "row with no key", "masked"))
+    frame = pd.DataFrame({"query": query.ravel(), "key": key.ravel(), "state": state.ravel(),
+                          "query token": np.array(labels)[query.ravel()], "key token": np.array(labels)[key.ravel()]})
+    selection = alt.selection_point(name=CELL_SELECTION, fields=["query", "key"], on="click")
+    return alt.Chart(frame).mark_rect(stroke="white", strokeWidth=1, cursor="pointer").encode(
+        x=alt.X("key token:O", sort=labels, title="key n′ (attended to)",
+                axis=alt.Axis(labelAngle=-60, labelLimit=120, orient="top", labelOverlap=False, labelFontSize=12)),
+        y=alt.Y("query token:O", sort=labels, title="query n",
+                axis=alt.Axis(labelLimit=120, labelOverlap=False, labelFontSize=12)),
+        color=alt.Color("state:N", title=None, legend=alt.Legend(orient="top", labelLimit=400, labelFontSize=12),
+                        scale=alt.Scale(domain=["allowed", "masked", "row with no key"],
+                                        range=[ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR])),
+        opacity=alt.condition(selection, alt.value(1.0), alt.value(0.85)),
+        tooltip=["query token", "key token", "state"],
+    ).add_params(selection).properties(width=size_px, height=size_px)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The incremental property
+# ---------------------------------------------------------------------------------------------------------
+
+def incremental_heatmap(change: np.ndarray, tokens: Sequence[str], point_labels: Sequence[str], *,
+                        title: str = "") -> go.Figure:
+    """change [M+1, N-1]: the relative change of each earlier token's stream when the last token is appended;
+    stream points down, earlier tokens across, each cell's value written in it (exact zeros as 0)."""
+    change = np.asarray(change, dtype=np.float64)
+    x = [f"{i}:{label}" for i, label in enumerate(token_labels(tokens))]
+    text = [["0" if value == 0 else f"{value:.1e}" if value < 1e-3 else f"{value:.2f}" for value in row]
+            for row in change]
+    fig = go.Figure(go.Heatmap(
+        z=change, x=x, y=list(point_labels), zmin=0, zmax=float(max(change.max(initial=0.0), VISIBLE_CHANGE)),
+        colorscale="Blues", text=text, texttemplate="%{text}" if change.shape[1] <= 20 else None,
+        textfont=dict(size=11), colorbar=dict(title=dict(text="relative change", side="right"), thickness=12),
+        hovertemplate="token %{x}<br>stream %{y}<br>‖Δx‖ / ‖x‖ = %{text}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category", title_text="residual stream at")
+    fig.update_xaxes(type="category", tickangle=-45, title_text="earlier token n")
+    fig.update_layout(title=dict(text=title, x=0, font=dict(size=14)), plot_bgcolor="white",
+                      height=int(np.clip(55 * len(point_labels) + 200, 300, 560)), margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Generation
+# ---------------------------------------------------------------------------------------------------------
+
+def generation_heatmap(pattern: np.ndarray, scores: np.ndarray, tokens: Sequence[str], prompt_length: int, *,
+                       title: str = "", notation: str = "common", height: int | None = None) -> go.Figure:
+    """One head's attention while generating, [n, n] (rows are queries as the model read them): the pattern of
+    core.figures.attention.head_heatmap, a dashed line after the prompt, and the newest row (or column, in paper
+    notation) outlined: the row the model computed when it read the last token."""
+    fig = head_heatmap(pattern, tokens, scores, notation=notation, title=title, height=height)
+    n = len(tokens)
+    line = dict(color="#000000", width=1.5, dash="dash")
+    fig.add_shape(type="line", x0=-0.5, x1=n - 0.5, y0=prompt_length - 0.5, y1=prompt_length - 0.5, line=line)
+    fig.add_shape(type="line", x0=prompt_length - 0.5, x1=prompt_length - 0.5, y0=-0.5, y1=n - 0.5, line=line)
+    if n > prompt_length:
+        newest = dict(x0=-0.5, x1=n - 0.5, y0=n - 1.5, y1=n - 0.5)
+        if notation == "paper":
+            newest = dict(x0=n - 1.5, x1=n - 0.5, y0=-0.5, y1=n - 0.5)
+        fig.add_shape(type="rect", line=dict(color=CHOSEN_COLOUR, width=3), **newest)
+    return fig
+
+
+def next_token_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, chosen: int, *,
+                    title: str = "") -> go.Figure:
+    """The candidates for one step, likeliest first: the model's softmax(logits / T) (light) and the distribution
+    sampled from after top-k and top-p (dark); the chosen token's bars outlined in vermillion and marked ▶."""
+    shown = [("▶ " if i == chosen else "") + label for i, label in enumerate(token_labels(labels))]
+    outline = dict(color=CHOSEN_COLOUR, width=[3 if i == chosen else 0 for i in range(len(labels))])
+    fig = go.Figure()
+    for name, values, colour in (("the model's p = softmax(logits / T)", probs, MODEL_COLOUR),
+                                 ("sampled from: after top-k, top-p", kept, KEPT_COLOUR)):
+        fig.add_trace(go.Bar(x=shown, y=np.round(np.asarray(values, dtype=np.float64), 5), name=name,
+                             marker=dict(color=colour, line=outline),
+                             hovertemplate="%{x}<br>" + name + " = %{y:.4f}<extra></extra>"))
+    fig.update_layout(barmode="group", title=dict(text=title, x=0, font=dict(size=14)), height=400,
+                      plot_bgcolor="white", margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+                      legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"))
+    fig.update_xaxes(type="category", tickangle=-45)
+    top = float(max(np.max(probs, initial=0.0), np.max(kept, initial=0.0), 1e-6))
+    fig.update_yaxes(title_text="probability", range=[0, min(1.02, top * 1.15)], gridcolor="#eee")
+    return fig

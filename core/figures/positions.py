@@ -1,0 +1,201 @@
+"""Plotly figures of the position-encoding lesson: pure functions from arrays (core/position_lab.py) to figures.
+
+Colour-blind-safe scales only: RdBu for signed values centred on 0, Blues for changes from 0 up, Viridis for
+position order, Okabe-Ito (HEAD_COLORS) for heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from core.figures.attention import HEAD_COLORS, token_labels
+
+SIGNED_COLORSCALE = "RdBu_r"  # red positive, blue negative, white 0
+CHANGE_COLORSCALE = "Blues"
+ORDER_COLORSCALE = "Viridis"
+BEFORE_COLOUR = "#999999"
+
+
+def _rounded(z: np.ndarray, decimals: int = 4) -> np.ndarray:
+    return np.round(np.asarray(z, dtype=np.float64), decimals).astype(np.float32)
+
+
+def _limit(z: np.ndarray) -> float:
+    """The half-range of a diverging scale centred on 0."""
+    return float(max(np.nanmax(np.abs(z), initial=0.0), 1e-9))
+
+
+def _layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0, font=dict(size=14)), height=height, plot_bgcolor="white",
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tables and similarity
+# ---------------------------------------------------------------------------------------------------------
+
+def encoding_heatmap(table: np.ndarray, *, title: str = "", feature_title: str = "feature d") -> go.Figure:
+    """An encoding table [N(position), F(feature)]: positions down the rows, features across, signed colours."""
+    table = np.asarray(table)
+    limit = _limit(table)
+    fig = go.Figure(go.Heatmap(
+        z=_rounded(table), zmin=-limit, zmax=limit, colorscale=SIGNED_COLORSCALE, name="encoding",
+        colorbar=dict(title=dict(text="value", side="right"), thickness=12),
+        hovertemplate=f"position %{{y}}<br>{feature_title.split()[0]} %{{x}}<br>value %{{z:.4f}}<extra></extra>"))
+    fig.update_xaxes(title_text=feature_title, showgrid=False, zeroline=False)
+    fig.update_yaxes(title_text="position n", autorange="reversed", showgrid=False, zeroline=False)
+    return _layout(fig, title, int(np.clip(8 * len(table) + 200, 360, 620)))
+
+
+def similarity_heatmap(similarity: np.ndarray, *, title: str = "", selected: int | None = None) -> go.Figure:
+    """S[n, m] = e_n · e_m, [N, N], on a scale centred on 0; the row of position `selected` is outlined."""
+    similarity = np.asarray(similarity)
+    n = len(similarity)
+    limit = _limit(similarity)
+    fig = go.Figure(go.Heatmap(
+        z=_rounded(similarity), zmin=-limit, zmax=limit, colorscale=SIGNED_COLORSCALE, name="similarity",
+        colorbar=dict(title=dict(text="e_n · e_m", side="right"), thickness=12),
+        hovertemplate="position n = %{y}<br>position m = %{x}<br>e_n · e_m = %{z:.3f}<extra></extra>"))
+    if selected is not None and 0 <= selected < n:
+        fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=selected - 0.5, y1=selected + 0.5,
+                      line=dict(color="#000000", width=2))
+    fig.update_xaxes(title_text="position m", showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(title_text="position n", autorange="reversed", scaleanchor="x", showgrid=False, zeroline=False,
+                     constrain="domain")
+    return _layout(fig, title, int(np.clip(6 * n + 300, 420, 620)))
+
+
+def similarity_profile(similarity: np.ndarray, position: int, *, title: str = "") -> go.Figure:
+    """Row `position` of S: how alike position n's encoding is to every other position's."""
+    row = np.asarray(similarity)[position]
+    m = np.arange(len(row))
+    fig = go.Figure(go.Scatter(x=m, y=_rounded(row), mode="lines+markers", name=f"e_{position} · e_m",
+                               line=dict(color=HEAD_COLORS[0]), marker=dict(size=5),
+                               hovertemplate="m = %{x}<br>e_n · e_m = %{y:.3f}<extra></extra>"))
+    fig.add_vline(x=position, line=dict(color=HEAD_COLORS[1], dash="dash"),
+                  annotation_text=f"n = {position}", annotation_position="top right")
+    fig.update_xaxes(title_text="position m", gridcolor="#eee")
+    fig.update_yaxes(title_text=f"e_{position} · e_m", zeroline=True, zerolinecolor="#888", gridcolor="#eee")
+    return _layout(fig, title, 320)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# RoPE
+# ---------------------------------------------------------------------------------------------------------
+
+def rope_pair_figure(before: np.ndarray, after: np.ndarray, angle: np.ndarray, tokens: Sequence[str], *,
+                     title: str = "") -> go.Figure:
+    """One feature pair of every token as an arrow from the origin in its 2-D plane: before RoPE (grey, dashed)
+    and after (coloured by position, Viridis): token n is turned by n θ, its length unchanged."""
+    before, after = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
+    n = len(tokens)
+    labels = [f"{i}: {label}" for i, label in enumerate(token_labels(tokens))]
+    gaps = np.full(n, np.nan)
+
+    def arrows(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xs = np.stack([np.zeros(n), points[:, 0], gaps], axis=1).reshape(-1)
+        ys = np.stack([np.zeros(n), points[:, 1], gaps], axis=1).reshape(-1)
+        return _rounded(xs), _rounded(ys)
+
+    fig = go.Figure()
+    xs, ys = arrows(before)
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=BEFORE_COLOUR, dash="dot", width=1),
+                             name="before (q as computed)", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=_rounded(before[:, 0]), y=_rounded(before[:, 1]), mode="markers+text",
+                             text=[str(i) for i in range(n)], textposition="bottom center",
+                             textfont=dict(color=BEFORE_COLOUR, size=10),
+                             marker=dict(color=BEFORE_COLOUR, size=7, symbol="circle-open"), name="before",
+                             customdata=labels, showlegend=False,
+                             hovertemplate="%{customdata}<br>before rotation (%{x:.3f}, %{y:.3f})<extra></extra>"))
+    xs, ys = arrows(after)
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color="#555555", width=1), name="after (rotated)",
+                             hoverinfo="skip"))
+    degrees = np.degrees(angle)
+    fig.add_trace(go.Scatter(
+        x=_rounded(after[:, 0]), y=_rounded(after[:, 1]), mode="markers+text", text=[str(i) for i in range(n)],
+        textposition="top center", name="after", showlegend=False,
+        marker=dict(color=np.arange(n), colorscale=ORDER_COLORSCALE, size=10, showscale=True,
+                    colorbar=dict(title=dict(text="position n", side="right"), thickness=12)),
+        customdata=np.stack([np.array(labels, dtype=object), np.round(degrees, 1)], axis=1),
+        hovertemplate="%{customdata[0]}<br>after rotation (%{x:.3f}, %{y:.3f})"
+                      "<br>turned by n·θ = %{customdata[1]}°<extra></extra>"))
+    reach = float(max(np.abs(before).max(initial=0), np.abs(after).max(initial=0), 1e-6)) * 1.15
+    fig.update_xaxes(range=[-reach, reach], zeroline=True, zerolinecolor="#888", gridcolor="#eee",
+                     title_text="feature 2i")
+    fig.update_yaxes(range=[-reach, reach], zeroline=True, zerolinecolor="#888", gridcolor="#eee",
+                     scaleanchor="x", title_text="feature 2i+1")
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.15))
+    return _layout(fig, title, 560)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Biases per head
+# ---------------------------------------------------------------------------------------------------------
+
+def bias_heatmaps(bias: np.ndarray, *, title: str = "") -> go.Figure:
+    """b[h, i, j] of every head [H, N, N] side by side on one scale centred on 0. NaN cells (keys the model's
+    mask hides, where the bias is never used) are left blank."""
+    bias = np.asarray(bias)
+    h, n, _ = bias.shape
+    limit = _limit(bias)
+    fig = make_subplots(rows=1, cols=h, subplot_titles=[f"head {i}" for i in range(h)],
+                        horizontal_spacing=min(0.06, 0.5 / max(h - 1, 1)))
+    for head in range(h):
+        fig.add_trace(go.Heatmap(
+            z=_rounded(bias[head]), zmin=-limit, zmax=limit, colorscale=SIGNED_COLORSCALE, showscale=head == h - 1,
+            hoverongaps=False, name=f"head {head}",
+            colorbar=dict(title=dict(text="bias b", side="right"), thickness=12),
+            hovertemplate=f"head {head}<br>query i = %{{y}}<br>key j = %{{x}}<br>b = %{{z:.3f}}<extra></extra>"),
+            row=1, col=head + 1)
+    fig.update_xaxes(showgrid=False, zeroline=False, constrain="domain", title_text="key j")
+    fig.update_yaxes(showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
+    fig.update_yaxes(title_text="query i", row=1, col=1)
+    for index in range(1, h + 1):  # square cells
+        fig.update_layout({f"yaxis{'' if index == 1 else index}": dict(scaleanchor=f"x{'' if index == 1 else index}")})
+    fig.update_annotations(font=dict(size=12))
+    return _layout(fig, title, 330)
+
+
+def bias_offset_lines(offsets: np.ndarray, values: np.ndarray, *, title: str = "") -> go.Figure:
+    """The bias as a function of the offset j - i, one line per head (Okabe-Ito colours). values [H, offsets]."""
+    fig = go.Figure()
+    for head, row in enumerate(np.asarray(values)):
+        fig.add_trace(go.Scatter(x=offsets, y=_rounded(row), mode="lines+markers", name=f"head {head}",
+                                 line=dict(color=HEAD_COLORS[head % len(HEAD_COLORS)]), marker=dict(size=4),
+                                 hovertemplate=f"head {head}<br>j − i = %{{x}}<br>b = %{{y:.3f}}<extra></extra>"))
+    fig.update_xaxes(title_text="offset j − i (negative: the key is earlier)", zeroline=True, zerolinecolor="#888",
+                     gridcolor="#eee")
+    fig.update_yaxes(title_text="bias added to the score", zeroline=True, zerolinecolor="#888", gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"))
+    return _layout(fig, title, 360)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The permutation demonstration
+# ---------------------------------------------------------------------------------------------------------
+
+def permutation_grid(changes: Sequence[np.ndarray], titles: Sequence[str], tokens: Sequence[str],
+                     point_labels: Sequence[str], *, cols: int = 2) -> go.Figure:
+    """One heatmap per condition: stream points down, the tokens of the permuted text across, coloured by the
+    relative change ‖x_b[n] − x_a[perm n]‖ / ‖x_a[perm n]‖ on one shared scale (white: the same)."""
+    rows = -(-len(changes) // cols)
+    top = float(max(max(float(np.max(c)) for c in changes), 1e-6))
+    x = [f"{i}:{label}" for i, label in enumerate(token_labels(tokens))]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles), vertical_spacing=0.22,
+                        horizontal_spacing=0.08)
+    for index, change in enumerate(changes):
+        fig.add_trace(go.Heatmap(
+            z=np.asarray(change, dtype=np.float64), x=x, y=list(point_labels), zmin=0, zmax=top,
+            colorscale=CHANGE_COLORSCALE, showscale=index == 0, name=titles[index],
+            colorbar=dict(title=dict(text="relative change", side="right"), thickness=12),
+            hovertemplate="token %{x}<br>stream %{y}<br>relative change %{z:.2e}<extra></extra>"),
+            row=index // cols + 1, col=index % cols + 1)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category", tickangle=-45)
+    fig.update_annotations(font=dict(size=13))
+    return _layout(fig, "", 280 * rows + 80)

@@ -1,0 +1,256 @@
+"""Position encodings: a classroom lesson on the sidebar model (seed 001 §3, seed 003 §7).
+
+Sections: each encoding as a table (position × feature) and the similarity of positions; RoPE turning one query/key
+feature pair; ALiBi and relative biases per head; the permutation demonstration ("herbivores eat plants").
+Every number is computed by core/position_lab.py from the model or a run of it. Each section is a fragment: its own
+controls rerun only it.
+
+URL parameters (all widgets are bound): model, presenter (sidebar); encoding, positions, similar_to, predict_similar
+(tables); text, rope_layer, rope_head, rope_pair, rope_which, predict_length (RoPE); bias, bias_layer,
+bias_positions (biases); perm_a, perm_b, predict_no_mask, predict_causal (permutation).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import streamlit as st  # noqa: E402
+
+from core import position_lab as lab  # noqa: E402
+from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap,  # noqa: E402
+                                    permutation_grid, rope_pair_figure, similarity_heatmap, similarity_profile)
+from core.lens import stream_labels  # noqa: E402
+from core.positions import alibi_slopes  # noqa: E402
+from core.record import TextInputError, encode_text  # noqa: E402
+from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, model_picker,  # noqa: E402
+                           models_dir, predict_then_reveal, presenter_mode, show_input_error, text_cards,
+                           trained_alternative)
+
+TABLE_CAPTIONS = {
+    "sinusoidal": "e_n[2i] = sin(n / 10000^(2i/D)), e_n[2i+1] = cos(n / 10000^(2i/D)) (Vaswani et al.): the vector "
+                  "added to token n. Left columns turn fast, right ones slowly, like the hands of a clock.",
+    "learned": "The model's trained position embedding e_n, one free vector per position (seed 001 footnote 19).",
+    "rope": "RoPE adds nothing to the tokens: it turns each feature pair (2i, 2i+1) of the queries and keys by the "
+            "angle n·θ_i. Shown: where the unit vector (1, 0) of every pair lands at position n, "
+            "(cos nθ_i, sin nθ_i).",
+}
+PERMUTED_DEFAULTS = ("the dog chases the cat .", "the cat chases the dog .")
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def permutation_runs(model_name: str, text_a: str, text_b: str, directory: str
+                     ) -> tuple[list[str], list[lab.PermutationResult]] | str:
+    """Text B's tokens and the four runs of the demonstration (no mask / causal × no encoding / an encoding), or
+    why they cannot run."""
+    model, card = get_model(model_name, directory)
+    try:
+        ids_a = encode_text(text_a, model.cfg.max_len)[0]
+        ids_b, tokens_b, _ = encode_text(text_b, model.cfg.max_len)
+        return tokens_b, [lab.permutation_test(model, ids_a, ids_b, mask, pe)
+                          for mask in ("none", "causal") for pe in ("none", with_encoding(card))]
+    except (TextInputError, ValueError) as error:
+        return str(error)
+
+
+def with_encoding(card) -> str:
+    """The encoding the demonstration switches on: the model's own, or sinusoidal for a model trained without one."""
+    return card.config.pos_encoding if card.config.pos_encoding != "none" else "sinusoidal"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------------------
+
+@st.fragment
+def tables_section(model) -> None:
+    st.header("1 · Each encoding as a table")
+    encodings = lab.table_encodings(model)
+    col_encoding, col_positions = st.columns(2)
+    with col_encoding:
+        encoding = st.radio("Encoding", encodings, key="encoding", bind=BIND, horizontal=True,
+                            help="learned appears for a model trained with learned position embeddings.")
+    with col_positions:
+        n = int(st.slider("Positions", 4, model.cfg.max_len, min(64, model.cfg.max_len), key="positions", bind=BIND))
+    encoding = encoding or encodings[0]
+    table = lab.encoding_table(model, encoding, n)
+    similarity = lab.position_similarity(table)
+    col_table, col_similarity = st.columns(2)
+    feature = "feature pair index 2i, 2i+1" if encoding == "rope" else "feature d"
+    with col_table:
+        chart(encoding_heatmap(table, title=f"{encoding}: position × feature", feature_title=feature),
+              key="table_chart", filename=f"{encoding}_table")
+        st.caption(TABLE_CAPTIONS[encoding])
+    with col_similarity:
+        chart(similarity_heatmap(similarity, title="e_n · e_m: how alike two positions are"),
+              key="similarity_chart", filename=f"{encoding}_similarity")
+        st.caption("Row n, column m: how alike positions n and m look to a dot product, which is what attention "
+                   "computes. Red: alike, blue: opposed.")
+    position = int(st.slider("Position n to compare", 0, n - 1, min(10, n - 1), key="similar_to", bind=BIND))
+
+    def reveal(_prediction) -> None:
+        nearest = lab.most_similar(similarity, position)
+        st.markdown(f"The positions most like **{position}** are **{', '.join(map(str, nearest))}**.")
+        chart(similarity_profile(similarity, position, title=f"row {position}: e_{position} · e_m"),
+              key="profile_chart", filename=f"{encoding}_similarity_row_{position}", zoom=False)
+
+    predict_then_reveal("predict_similar", f"Which positions have an encoding most like position {position}'s?",
+                        ["its neighbours", "position 0", "the furthest positions", "all about equally"], reveal)
+
+
+@st.fragment
+def rope_section(card) -> None:
+    st.header("2 · RoPE: rotating query and key pairs")
+    text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
+                        help="Press Ctrl+Enter (or click outside) to run.")
+    own = card.config.pos_encoding == "rope"
+    recording = get_recording(Setting(card.name, pe=None if own else "rope"), text or "")
+    if isinstance(recording, str):
+        show_input_error(recording)
+        return
+    if not own:
+        st.info(f"{card.name} was trained with **{card.config.pos_encoding}**: this section runs it with RoPE "
+                "switched on instead (an ablation), so you see the rotation, not a trained use of it.",
+                icon=":material/info:")
+    cfg = recording.config
+    cols = st.columns(4)
+    layer = cols[0].selectbox("Layer", range(cfg.n_layers), format_func=lambda i: f"L{i}", key="rope_layer", bind=BIND)
+    head = cols[1].selectbox("Head", range(cfg.n_heads), format_func=lambda i: f"H{i}", key="rope_head", bind=BIND)
+    pair = cols[2].slider("Feature pair i", 0, cfg.head_dim // 2 - 1, 0, key="rope_pair", bind=BIND,
+                          help="Pair i is turned by θ_i = base^(−2i/K) per position: pair 0 fastest.")
+    which = cols[3].radio("Vectors", ["q", "k"], format_func=lambda w: {"q": "queries", "k": "keys"}[w],
+                          key="rope_which", bind=BIND, horizontal=True)
+    rotation = lab.rope_pair(recording, int(layer or 0), int(head or 0), int(pair), which or "q")
+    tokens = recording.meta["tokens"]
+    col_figure, col_notes = st.columns([3, 2])
+    with col_figure:
+        chart(rope_pair_figure(rotation.before, rotation.after, rotation.angle, tokens,
+                               title=f"L{layer} H{head}, pair {pair}: θ = {rotation.theta:.4g} rad per position"),
+              key="rope_chart", filename=f"rope_L{layer}_H{head}_pair{pair}_{which}")
+    with col_notes:
+        st.markdown(
+            "Each grey dotted arrow is the pair (2i, 2i+1) of one token's "
+            f"{'query' if which == 'q' else 'key'} as the model computed it; the coloured arrow is the same pair "
+            "after RoPE turned it by **n·θ** (seed 003 §7.3):\n\n"
+            "(x₁, x₂) ↦ (x₁ cos nθ − x₂ sin nθ, x₁ sin nθ + x₂ cos nθ).\n\n"
+            "A query turned by nθ and a key turned by mθ meet at the angle (n − m)θ, so their score depends on "
+            "how far apart they are, not on where they are.")
+        st.caption(f"Check against the recording: max |R(nθ)·before − after| = {rotation.max_error:.1e}.")
+
+        def reveal(_prediction) -> None:
+            st.markdown(f"**The same length.** A rotation keeps lengths: the largest change of any arrow's length is "
+                        f"{rotation.length_change:.1e}, rounding only. Only the direction carries the position.")
+
+        predict_then_reveal("predict_length", "Does RoPE make a token's arrow longer, shorter, or keep its length?",
+                            ["longer", "shorter", "the same length"], reveal)
+
+
+@st.fragment
+def bias_section(card, cards) -> None:
+    st.header("3 · ALiBi and relative biases, head by head")
+    st.markdown("These encodings add nothing to the tokens either: they add a bias b[h, i, j] to the score of query "
+                "i and key j in head h, before the softmax. Both depend on the offset j − i alone.")
+    cols = st.columns(3)
+    kind = cols[0].radio("Bias", list(lab.BIAS_ENCODINGS), key="bias", bind=BIND, horizontal=True,
+                         captions=["fixed slopes (Press et al.)", "learned per bucket (T5)"])
+    n = int(cols[2].slider("Positions", 4, 32, 16, key="bias_positions", bind=BIND))
+    source = card if kind != "relative" else trained_alternative(cards, card, pe="relative")
+    if source is None:
+        cols[1].empty()
+        st.info("No bundled model was trained with relative position biases.", icon=":material/info:")
+        return
+    model, _ = get_model(source.name, str(models_dir()))
+    layer = cols[1].selectbox("Layer", range(model.cfg.n_layers), format_func=lambda i: f"L{i}", key="bias_layer",
+                              bind=BIND, disabled=kind == "alibi",
+                              help="ALiBi is the same in every layer; each layer learns its own relative biases.")
+    layer = int(layer or 0) if kind == "relative" else 0
+    bias = lab.attention_bias(model, kind or "alibi", n, layer)
+    offsets, values = lab.bias_by_offset(bias)
+    if kind == "relative":
+        st.caption(f"The trained biases of **{source.name}**, layer {layer}"
+                   + ("" if source.name == card.name else f" (the sidebar model, {card.name}, has none)") + ".")
+    else:
+        slopes = ", ".join(f"m_{h} = {m:.4g}" for h, m in enumerate(alibi_slopes(model.cfg.n_heads).tolist()))
+        st.caption(f"ALiBi (Press et al.): b[h, i, j] = −m_h |i − j|, slopes {slopes}. The same for every model "
+                   "with this many heads; blank cells are keys the model's mask hides, where no bias is used.")
+    chart(bias_heatmaps(bias, title=f"{kind}: bias per head, query i × key j"), key="bias_chart",
+          filename=f"{kind}_bias_L{layer}")
+    chart(bias_offset_lines(offsets, values, title="the same biases against the offset j − i"),
+          key="bias_offset_chart", filename=f"{kind}_bias_by_offset_L{layer}")
+
+
+@st.fragment
+def permutation_section(card) -> None:
+    st.header("4 · Does the model know the order? The permutation test")
+    st.markdown("Seed 001 §3: *'herbivores eat plants' should not have the same representation (up to permutation) "
+                "as 'plants eat herbivores'.* Type two texts with the same words in another order; the model runs "
+                "on both, and we compare each token's residual stream in one text with the same token's in the "
+                "other.")
+    col_a, col_b = st.columns(2)
+    text_a = col_a.text_input("Text A", PERMUTED_DEFAULTS[0], key="perm_a", bind=BIND)
+    text_b = col_b.text_input("Text B: the same tokens, reordered", PERMUTED_DEFAULTS[1], key="perm_b", bind=BIND)
+    result = permutation_runs(card.name, text_a or "", text_b or "", str(models_dir()))
+    if isinstance(result, str):
+        show_input_error(result)
+        return
+    tokens, runs = result
+    encoding = with_encoding(card)
+    trained = "" if encoding == card.config.pos_encoding else " (switched on: not trained with it)"
+    switched_on = f"its own {encoding} encoding" if not trained else f"{encoding} switched on"
+    titles = [f"{'no mask' if run.mask == 'none' else 'causal mask'} · "
+              f"{'no position encoding' if run.pe == 'none' else run.pe + trained}: "
+              f"{'same up to permutation' if run.equivariant() else 'differs'} (max {run.max_change:.2g})"
+              for run in runs]
+    by_condition = {(run.mask, run.pe != "none"): run for run in runs}
+
+    def verdict(run: lab.PermutationResult) -> str:
+        if run.equivariant():
+            return f"the same up to permutation (largest relative change {run.max_change:.2g}: float rounding)"
+        return f"different (largest relative change of a token {run.max_change:.2g})"
+
+    def reveal_no_mask(_prediction) -> None:
+        plain = by_condition[("none", False)]
+        st.markdown(f"**Without a position encoding and without a mask the two texts are {verdict(plain)}.** "
+                    "Attention is a weighted sum over a *set* of tokens, so it cannot tell the orders apart. With "
+                    f"{switched_on} they are {verdict(by_condition[('none', True)])}.")
+
+    predict_then_reveal("predict_no_mask", "With no position encoding and no mask, does each token of text B get the "
+                        "same representation as the same token of text A?", ["yes, the same", "no, different"],
+                        reveal_no_mask)
+
+    def reveal_causal(_prediction) -> None:
+        causal = by_condition[("causal", False)]
+        answer = "**Yes.**" if not causal.equivariant() else "**Not for these two texts**, which are in the same order."
+        st.markdown(f"{answer} With a causal mask and no position encoding the texts are {verdict(causal)}. Token n "
+                    "attends only to tokens 0…n, so *which* tokens it sees depends on the order: the mask itself "
+                    "leaks position. The first tokens, before the texts differ, stay the same. That is why a causal "
+                    "language model trained without any position encoding (lm-none) still learns word order.")
+        chart(permutation_grid([run.change for run in runs], titles, tokens, stream_labels(card.config.n_layers)),
+              key="permutation_chart", filename="permutation_test")
+        st.caption("Each cell: ‖x_B[n] − x_A[π(n)]‖ / ‖x_A[π(n)]‖, token n of text B against the same token of "
+                   "text A, at every point of the residual stream. White: the same.")
+
+    predict_then_reveal("predict_causal", "No position encoding, but a causal mask: does the mask alone tell the model "
+                        "about order?", ["no, the mask is not about order", "yes, the representations differ"],
+                        reveal_causal)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Page
+# ---------------------------------------------------------------------------------------------------------
+
+cards = text_cards()
+card = model_picker(cards)
+presenter_mode()
+model, _ = get_model(card.name, str(models_dir()))
+st.title("Position encodings")
+st.markdown("Attention treats its input as a set: nothing in q·k says where a token stands (seed 001 §3). A position "
+            "encoding puts the order back, either **added to each token** (sinusoidal, learned) or **inside "
+            "attention** (RoPE turns queries and keys, ALiBi and relative encodings bias the scores).")
+tables_section(model)
+rope_section(card)
+bias_section(card, cards)
+permutation_section(card)
