@@ -1,7 +1,15 @@
-"""The bundled models: every NAME.json card under assets/models, read by the app and the command line."""
+"""The models: the bundled ones (every NAME.json card under assets/models) and the user's saved runs (every
+NAME/NAME.json under the user directory, written by core/live.py), read by the app and the command line.
+
+The user directory is $ATTENTION_LAB_USER_DIR, else ~/.attention_lab/runs. A run is saved into a folder of its
+own, written under a temporary name and renamed into place, so a half-written run is never listed; folders whose
+name starts with "." are such temporary ones. A bundled model's name wins over a user run's of the same name.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -12,11 +20,15 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 MODELS_DIR = ASSETS / "models"
 DEFAULT_TEXT_MODEL = "lm-rope"
 TEXT_TASKS = ("grammar-lm", "grammar-mlm", "reversal", "copy", "sort")
+USER_DIR_ENV = "ATTENTION_LAB_USER_DIR"
+USER_RUN_ORIGIN = "live training"  # card.training["origin"] of a saved user run
+RUN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")  # a user run's name: also its folder's and files' names
 
 
 class UnknownModelError(KeyError):
     def __str__(self) -> str:
-        return f"no bundled model is called {self.args[0]!r}; `python -m core.record --list` lists them"
+        return (f"no bundled model or saved run is called {self.args[0]!r}; "
+                "`python -m core.record --list` lists the bundled ones")
 
 
 def list_cards(directory: Path = MODELS_DIR) -> list[ModelCard]:
@@ -24,20 +36,61 @@ def list_cards(directory: Path = MODELS_DIR) -> list[ModelCard]:
     return [read_card(path) for path in sorted(directory.glob("*.json"))]
 
 
+def user_dir() -> Path:
+    """Where saved runs live: $ATTENTION_LAB_USER_DIR, else ~/.attention_lab/runs (never assets/)."""
+    override = os.environ.get(USER_DIR_ENV)
+    return Path(override).expanduser() if override else Path.home() / ".attention_lab" / "runs"
+
+
+def user_card_path(name: str) -> Path:
+    """NAME/NAME.json in the user directory (which need not exist); a name that is not a run name is refused."""
+    if not RUN_NAME.fullmatch(name):
+        raise UnknownModelError(name)
+    return user_dir() / name / f"{name}.json"
+
+
+def _complete(path: Path) -> bool:
+    """A saved run's card has its weights beside it."""
+    return path.is_file() and path.with_suffix(".safetensors").is_file()
+
+
+def user_cards() -> list[ModelCard]:
+    """Every saved user run's card, sorted by name; unreadable ones are left out (they cannot be opened)."""
+    cards = []
+    root = user_dir()
+    for folder in sorted(root.iterdir()) if root.is_dir() else ():
+        path = folder / f"{folder.name}.json"
+        if RUN_NAME.fullmatch(folder.name) and _complete(path):
+            try:
+                cards.append(read_card(path))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return cards
+
+
+def is_user_run(card: ModelCard) -> bool:
+    return card.training.get("origin") == USER_RUN_ORIGIN
+
+
 def text_model_names(directory: Path = MODELS_DIR) -> list[str]:
     return [card.name for card in list_cards(directory) if card.task in TEXT_TASKS]
 
 
 def card_path(name: str, directory: Path = MODELS_DIR) -> Path:
+    """The card of the bundled model `name` in `directory`, else of the saved user run `name`."""
     path = directory / f"{name}.json"
-    if not path.is_file() or path.parent != directory:
+    if path.is_file() and path.parent == directory:
+        return path
+    path = user_card_path(name)
+    if not _complete(path):
         raise UnknownModelError(name)
     return path
 
 
 @lru_cache(maxsize=32)
 def load_model(name: str, directory: Path = MODELS_DIR) -> tuple[Transformer, ModelCard]:
-    """A bundled model in eval mode, loaded once per process."""
+    """A bundled model (or saved user run) in eval mode, loaded once per process. Saved runs are never
+    overwritten (core/live.py refuses a taken name), so a cached one stays the one on disk."""
     return load_checkpoint(card_path(name, directory))
 
 
