@@ -177,6 +177,7 @@ def trained_alternative(cards: list[ModelCard], current: ModelCard, pe: str | No
         return (card.task == current.task,
                 mask is not None or card.config.mask == current.config.mask,
                 pe is not None or card.config.pos_encoding == current.config.pos_encoding,
+                card.config.max_len == current.config.max_len,  # lm-rope, not lm-rope-long, for a 128-token model
                 card.name == current.name)
 
     return max(candidates, key=closeness)

@@ -275,3 +275,19 @@ def test_new_sections_in_compare_mode(app):
     app.selectbox(key="qk_key").select(9).run()  # no mask in B: a later key is allowed
     assert_ok(app)
     assert "allowed" in markdown_text(app) and markdown_text(app).count("✓ equal") == 2
+
+
+def test_trained_alternative_prefers_the_same_task_and_context():
+    from pages._common import trained_alternative
+
+    base = ModelConfig(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=64, vocab_size=50)
+    cards = [ModelCard(name, task, base.replace(**changes), name) for name, task, changes in (
+        ("lm-rope-long", "grammar-lm", dict(pos_encoding="rope", max_len=512)),
+        ("lm-rope", "grammar-lm", dict(pos_encoding="rope")),
+        ("copy", "copy", dict(pos_encoding="rope")),
+        ("lm-none", "grammar-lm", dict(pos_encoding="none")))]
+    by_name = {card.name: card for card in cards}
+    assert trained_alternative(cards, by_name["lm-none"], pe="rope").name == "lm-rope"
+    assert trained_alternative(cards, by_name["lm-rope-long"], pe="none").name == "lm-none"
+    assert trained_alternative(cards, by_name["lm-none"], pe="alibi") is None
+    assert trained_alternative(cards, by_name["lm-none"]).name == "lm-none"  # no change asked: itself
