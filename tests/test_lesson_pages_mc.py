@@ -8,37 +8,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tiny_models import write_tiny_models
+from conftest import charts, ok
 
 ROOT = Path(__file__).resolve().parent.parent
 MATHS = str(ROOT / "pages" / "maths.py")
 COST = str(ROOT / "pages" / "attention_cost.py")
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    return write_tiny_models(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture
-def app(models_dir, monkeypatch):
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
-
-    def start(page: str, **params: str) -> AppTest:
-        at = AppTest.from_file(page, default_timeout=60)
-        for key, value in params.items():
-            at.query_params[key] = value
-        return at.run()
-    return start
-
-
-def charts(at: AppTest) -> list:
-    return list(at.get("plotly_chart"))
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 def text_of(at: AppTest) -> str:

@@ -10,6 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.checkpoint import ModelCard, save_checkpoint
+from conftest import ok
 from tiny_models import tiny_model
 
 torch.set_num_threads(1)
@@ -36,20 +37,9 @@ def models_dir(tmp_path_factory):
 
 
 @pytest.fixture
-def app(models_dir, monkeypatch):
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
-
-    def start(page: str, **params: str) -> AppTest:
-        at = AppTest.from_file(page, default_timeout=90)
-        for key, value in params.items():
-            at.query_params[key] = value
-        return at.run()
-    return start
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+def app(app):
+    """The shared fixture with a longer time-out: these pages run many forward passes."""
+    return lambda page, **params: app(page, timeout=90, **params)
 
 
 def specs(at: AppTest) -> list[str]:

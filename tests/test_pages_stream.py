@@ -7,41 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from core.figures.stream import logit_lens_heatmap, norm_axes_figure
 from core.lens import batchnorm_statistics, tokennorm_statistics
-from tiny_models import write_tiny_models
+from conftest import charts, ok
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN_NORM = str(ROOT / "pages" / "token_norm.py")
 RESIDUAL = str(ROOT / "pages" / "residual_stream.py")
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory):
-    return write_tiny_models(tmp_path_factory.mktemp("models"))
-
-
-@pytest.fixture
-def app(models_dir, monkeypatch):
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
-
-    def start(page: str, **params: str) -> AppTest:
-        at = AppTest.from_file(page, default_timeout=60)
-        for key, value in params.items():
-            at.query_params[key] = value
-        return at.run()
-    return start
-
-
-def charts(at: AppTest) -> list:
-    return list(at.get("plotly_chart"))
-
-
-def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 # ---------------------------------------------------------------------------------------------------------
