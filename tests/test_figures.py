@@ -87,6 +87,10 @@ def test_long_texts_are_grey_without_hatching_and_send_no_strings_per_cell():
     trace = weight_trace(fig)
     assert np.asarray(trace.z).dtype == np.float32 and np.asarray(trace.customdata).dtype == np.float32
     assert len(trace.x) == len(trace.y) == n  # tokens travel once per axis, not once per cell
+    longer = 200
+    scores = np.where(np.tril(np.ones((longer, longer), dtype=bool)), 0.0, -np.inf)
+    trace = weight_trace(head_heatmap(np.exp(scores) / np.arange(1, longer + 1)[:, None], [f"w{i}" for i in range(longer)], scores))
+    assert trace.customdata is None and "score" not in trace.hovertemplate  # only the weight past 128 tokens
 
 
 def test_no_masked_shapes_without_a_mask():

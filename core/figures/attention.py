@@ -124,7 +124,8 @@ def numbered_labels(labels: Sequence[str]) -> list[str]:
 
 
 LEAN_TEMPLATE = go.layout.Template()  # no theme in the figure: Streamlit's (about 7 kB a chart) is applied in the browser
-MAX_HATCHED = 64  # past this many tokens cells are too small for hatching to show; grey alone marks them
+MAX_HATCHED = 64
+MAX_HOVER_SCORES = 128  # past this many tokens the hover leaves the score out: it doubled what a toggle sends  # past this many tokens cells are too small for hatching to show; grey alone marks them
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -190,7 +191,8 @@ def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray 
     from `masked` ([N, N] bool, True where the key is hidden from the query) or, when it is None, from the
     scores being -inf; they are drawn grey and hatched (mask_shapes) over their weight, which is exactly 0.
     Compact: z and the scores (customdata) are float32 binary arrays; the axes' categories carry the tokens,
-    so nothing is sent per cell but two numbers."""
+    so nothing is sent per cell but two numbers. Past MAX_HOVER_SCORES tokens only the weight: the score breakdown
+    has every score."""
     pattern = np.asarray(pattern)
     n = pattern.shape[-1]
     if pattern.shape != (n, n) or len(tokens) != n:
@@ -199,14 +201,13 @@ def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray 
     labels = token_labels(tokens, unknown)
     numbered = numbered_labels(labels)
     query_axis, key_axis = ("x", "y") if notation == "paper" else ("y", "x")
-    score_of = np.full((n, n), np.nan) if scores is None else np.asarray(scores, dtype=np.float64)
+    with_scores = scores is not None and n <= MAX_HOVER_SCORES
     fig = go.Figure(go.Heatmap(
         z=_compact(oriented(pattern, notation)), x=numbered, y=numbered, zmin=0, zmax=1,
-        colorscale=WEIGHT_COLORSCALE, customdata=oriented(score_of, notation).astype(np.float32),
-        name="pattern", colorbar=_colorbar("weight (0 … 1)"),
+        colorscale=WEIGHT_COLORSCALE, name="pattern", colorbar=_colorbar("weight (0 … 1)"),
+        customdata=oriented(np.asarray(scores), notation).astype(np.float32) if with_scores else None,
         hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>weight %{{z:.4f}}"
-                       + ("<br>score %{customdata:.3f}" if scores is not None else "<br>score not recorded")
-                       + "<extra></extra>")))
+                       + ("<br>score %{customdata:.3f}" if with_scores else "") + "<extra></extra>")))
     fig.update_layout(shapes=mask_shapes(oriented(masked, notation)))
     _square_layout(fig, labels, notation, title, height or _figure_size(n))
     return fig
