@@ -18,9 +18,10 @@ PAGES = [
     st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", url_path="image_lab"),
     st.Page("pages/maths.py", title="The maths, step by step", icon=":material/function:", url_path="maths"),
     st.Page("pages/attention_cost.py", title="Cost of attention", icon=":material/speed:", url_path="attention_cost"),
-    st.Page("pages/cross_attention.py", title="Encoder–decoder", icon=":material/translate:", url_path="cross_attention"),
     st.Page("pages/positions_lab.py", title="Position encodings", icon=":material/pin:", url_path="positions_lab"),
     st.Page("pages/masks_lab.py", title="Masks & generation", icon=":material/grid_on:", url_path="masks_lab"),
+    st.Page("pages/cross_attention.py", title="Encoder–decoder", icon=":material/translate:", url_path="cross_attention"),
+    st.Page("pages/live_training.py", title="Live training", icon=":material/model_training:", url_path="live_training"),
     # st.Page("pages/<name>.py", title="...", icon="...", url_path="<name>"),
 ]
 

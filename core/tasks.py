@@ -70,12 +70,32 @@ class TokenPool:
         return Batch(corrupted, targets, valid)
 
 
-def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer) -> TokenPool:
-    """n examples of a text task ("grammar-lm", "grammar-mlm", "reversal", "copy", "sort")."""
+def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer, pack: int = 0) -> TokenPool:
+    """n examples of a text task ("grammar-lm", "grammar-mlm", "reversal", "copy", "sort"). With `pack`, each
+    grammar example is as many consecutive documents as fit in `pack` tokens ([BOS] and [EOS] included), so a
+    model learns positions up to its whole context."""
     if task.startswith("grammar"):
-        return TokenPool(tokenizer, grammar.generate_documents(n, seed))
+        documents = grammar.generate_documents(n, seed)
+        return TokenPool(tokenizer, pack_documents(documents, pack, tokenizer) if pack else documents)
     examples = algorithmic.generate(task, n, seed)
     return TokenPool(tokenizer, [e.text for e in examples], [e.answer_start for e in examples])
+
+
+def pack_documents(documents: list[str], tokens: int, tokenizer: TextTokenizer) -> list[str]:
+    """Consecutive documents joined into texts of at most `tokens` tokens each, [BOS] and [EOS] included
+    (a document longer than that alone is left out)."""
+    texts, current, length = [], [], 2
+    for document in documents:
+        size = len(tokenizer.encode(document).ids) - 1  # without its [BOS]
+        if length + size > tokens and current:
+            texts.append(" ".join(current))
+            current, length = [], 2
+        if length + size <= tokens:
+            current.append(document)
+            length += size
+    if current:
+        texts.append(" ".join(current))
+    return texts
 
 
 class ImagePool:

@@ -28,8 +28,8 @@ from core.figures.images import (attention_overlay, attention_small_multiples, c
 from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image  # noqa: E402
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
-from pages._common import (APPLY_LABELS, BIND, OWN, get_model, models_dir, notation_switch,  # noqa: E402
-                           show_input_error, trained_alternative)
+from pages._common import (APPLY_LABELS, BIND, OWN, get_model, model_cards, model_label, models_dir,  # noqa: E402
+                           notation_switch, show_input_error, trained_alternative)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -46,8 +46,8 @@ NO_BAR = {"displaylogo": False, "displayModeBar": False}
 # ---------------------------------------------------------------------------------------------------------
 
 def image_cards() -> list[ModelCard]:
-    """The bundled image models' cards (read each run: models appear while training finishes)."""
-    return [card for card in registry.list_cards(models_dir()) if card.task in IMAGE_TASKS]
+    """The image models' cards, bundled then saved runs (read each run: models appear while training finishes)."""
+    return model_cards(IMAGE_TASKS)
 
 
 @st.cache_data(show_spinner=False)
@@ -88,6 +88,7 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     by_name = {card.name: card for card in cards}
     index = names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names else 0
     name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
+                                format_func=lambda n: model_label(by_name[n]),
                                 help="A bundled vision transformer: vit-<encoding> read the class from the CLS "
                                      "token; vit-mean averages all tokens instead.")
     card = by_name.get(name, cards[index])

@@ -268,3 +268,19 @@ def test_generate_rejects_bad_arguments() -> None:
         algorithmic.generate("add", 1, 0)
     with pytest.raises(ValueError):
         algorithmic.generate("copy", 1, 0, min_len=5, max_len=len(algorithmic.SYMBOLS) + 1)
+
+
+def test_packed_documents_fill_the_context_in_order_and_never_exceed_it():
+    from core.data.grammar import generate_documents
+    from core.record import tokenizer
+    from core.tasks import pack_documents, text_pool
+
+    tok = tokenizer()
+    documents = generate_documents(200, 5)
+    texts = pack_documents(documents, 128, tok)
+    assert " ".join(texts) == " ".join(documents)  # every document, in order (none is longer than 128 tokens)
+    lengths = [len(tok.encode(text).ids) + 1 for text in texts]  # [BOS] ... [EOS]
+    assert max(lengths) <= 128 and sum(lengths[:-1]) / (len(lengths) - 1) > 100  # full, not one document each
+    pool = text_pool("grammar-lm", 200, 5, tok, pack=128)
+    assert max(len(sequence) for sequence in pool.sequences) <= 128
+    assert len(pool) == len(texts)

@@ -1,0 +1,554 @@
+"""Live training: a small transformer trained in a background thread of the server while a page watches it.
+
+A LiveRun trains one model, described by a RunSpec, with core/train.py's own step (train_steps), in a daemon
+thread, and keeps what a class looks at: every step's loss, accuracy, learning rate and gradient norm (in total
+and per layer), and at chosen steps a Snapshot of the model on one fixed held-out example (its attention
+patterns, TokenNorm statistics and residual norms, from the model's own recording). A page reads a consistent
+copy with `view()`, asks it to `stop()` (the step under way finishes, then a last snapshot is taken) and, once it
+has ended, to `save()` it into the user directory as a model every page can open (core/registry.py).
+
+The LiveRegistry (one per process: RUNS) bounds how many runs train at once and gives each owner (a browser
+session) one run at a time; it outlives page reruns and page switches because it lives in this module.
+
+Threads share the process. torch keeps its intra-op thread count per thread but also copies it into a process
+default that threads read when they first use torch: a run uses one thread (use_one_torch_thread) and puts that
+default back, so the server's other threads keep theirs. Model initialisation is seeded under a lock; dropout
+draws from torch's global generator, so a run with dropout is reproducible only while no other run trains.
+Nothing here imports Streamlit.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import shutil
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from core import registry
+from core.analysis import induction_score, mirrored_score, previous_token_attention
+from core.checkpoint import ModelCard, save_checkpoint
+from core.config import ConfigError, ModelConfig
+from core.data import algorithmic, grammar
+from core.data.images import HELDOUT_SEED as IMAGE_HELDOUT_SEED
+from core.data.images import generate_dataset
+from core.model import Transformer
+from core.record import record_text, tokenizer
+from core.recording import Recording, block_hook
+from core.tasks import ImagePool, TokenPool
+from core.train import Preset, StepStats, image_config, make_pool, scheduled_rate, text_config, train_steps
+from core.vision import record_image
+
+TASKS = ("reversal", "copy", "sort", "grammar-lm", "shapes")
+TASK_LABELS = {
+    "reversal": "reversal: 3 1 4 | 4 1 3",
+    "copy": "copy (induction): 3 1 4 | 3 1 4",
+    "sort": "sort: 3 1 4 | 1 3 4",
+    "grammar-lm": "grammar language model",
+    "shapes": "images: shapes (ViT)",
+}
+TEXT_ENCODINGS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
+IMAGE_ENCODINGS = ("learned", "sinusoidal", "none")
+TEXT_MASKS = ("causal", "window", "strided")  # a next-token head may not see the token it predicts
+IMAGE_MASKS = ("none", "window")  # the CLS token reads every patch; the window is two-sided
+CONTEXT = {"reversal": 32, "copy": 32, "sort": 32, "grammar-lm": 64}  # tokens: 2 x 12 symbols + | + [BOS] fit in 32
+POOL_SIZES = {"grammar-lm": 5000, "shapes": 2000}  # training examples drawn from; 5000 for the algorithmic tasks
+LIMITS = {"n_layers": (1, 6), "n_heads": (1, 8), "d_model": (8, 256), "steps": (1, 20000), "batch_size": (1, 256)}
+PROBE_LENGTH = 6  # the snapshot example's input length on the algorithmic tasks
+SNAPSHOTS = 40  # about this many snapshots per run, evenly spaced, plus the initial weights
+PATTERN_THRESHOLD = 0.5  # a head's pattern score from which the pattern counts as formed
+MAX_RUNNING = int(os.environ.get("ATTENTION_LAB_MAX_RUNS", "2"))  # runs training at once in one server
+MAX_KEPT = 12  # runs kept in memory (finished ones dropped oldest first)
+
+
+class ServerBusyError(RuntimeError):
+    """Too many runs are training on this server."""
+
+
+class SessionBusyError(RuntimeError):
+    """This owner (browser session) already has a run training."""
+
+
+class RunStateError(RuntimeError):
+    """The run is not in a state that allows this (e.g. saving one still training)."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What to train
+# ---------------------------------------------------------------------------------------------------------
+
+def masks_for(task: str) -> tuple[str, ...]:
+    """The masks a task can train with, its default first."""
+    return IMAGE_MASKS if task == "shapes" else TEXT_MASKS
+
+
+def encodings_for(task: str) -> tuple[str, ...]:
+    """The position encodings a task can train with, the default (learned) first."""
+    return IMAGE_ENCODINGS if task == "shapes" else TEXT_ENCODINGS
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run's task, model and optimiser, checked at construction (ConfigError says what is wrong).
+
+    The default is the tiny preset: reversal with M=2 layers of H=2 heads, D=32, pre-LN, learned positions,
+    Adam at 3e-3 with 50 warm-up steps then cosine decay, clipping at 1. Its mirrored (anti-diagonal) head scores
+    0.5 after 480 steps, 15 s on one thread of the 2-core development machine (tests/benchmarks/bench_training.py;
+    about 35 steps/s alone, fewer while the server also draws the page)."""
+
+    task: str = "reversal"
+    n_layers: int = 2  # M
+    n_heads: int = 2  # H
+    d_model: int = 32  # D; the MLP is 4D wide
+    pos_encoding: str = "learned"
+    mask: str = "causal"
+    norm: str = "pre"
+    learning_rate: float = 3e-3  # the schedule's peak
+    schedule: str = "cosine"
+    warmup: int = 50  # 0: no warm-up
+    clip: float = 1.0  # 0: no clipping
+    label_smoothing: float = 0.0
+    dropout: float = 0.0
+    weight_decay: float = 0.01
+    steps: int = 1200
+    batch_size: int = 32
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ConfigError(f"task {self.task!r} is not one of {', '.join(TASKS)}")
+        for name, (low, high) in LIMITS.items():
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(f"{name} must be between {low} and {high} here, got {getattr(self, name)}")
+        if self.mask not in masks_for(self.task):
+            raise ConfigError(f"the {self.task} task takes the masks {', '.join(masks_for(self.task))}, "
+                              f"not {self.mask!r}")
+        if self.pos_encoding not in encodings_for(self.task):
+            raise ConfigError(f"the {self.task} task takes the position encodings "
+                              f"{', '.join(encodings_for(self.task))}, not {self.pos_encoding!r}")
+        self.preset()  # ModelConfig and Preset check the rest (head size, schedule, rates) with their reasons
+
+    def config(self) -> ModelConfig:
+        size = dict(n_layers=self.n_layers, n_heads=self.n_heads, d_model=self.d_model, d_mlp=4 * self.d_model,
+                    pos_encoding=self.pos_encoding, mask=self.mask, norm=self.norm, dropout=self.dropout)
+        if self.task == "shapes":
+            return image_config(window_causal=False, **size)
+        return text_config(tokenizer().vocab_size, max_len=CONTEXT[self.task], window_causal=True, **size)
+
+    def preset(self) -> Preset:
+        return Preset("live", self.task, self.config(), self.describe(), steps=self.steps,
+                      batch_size=self.batch_size, learning_rate=self.learning_rate, warmup=self.warmup,
+                      weight_decay=self.weight_decay, clip=self.clip, pool_size=POOL_SIZES.get(self.task, 5000),
+                      seed=self.seed, schedule=self.schedule, label_smoothing=self.label_smoothing)
+
+    def describe(self) -> str:
+        warmup = f"{self.warmup} warm-up steps" if self.warmup else "no warm-up"
+        clip = f"clip {self.clip:g}" if self.clip else "no clipping"
+        return (f"{self.task}, M={self.n_layers} H={self.n_heads} D={self.d_model}, {self.norm}-LN, "
+                f"{self.pos_encoding} positions, {self.mask} mask; lr {self.learning_rate:g} {self.schedule}, "
+                f"{warmup}, {clip}, label smoothing {self.label_smoothing:g}, dropout {self.dropout:g}, "
+                f"{self.steps} steps of {self.batch_size}, seed {self.seed}")
+
+
+# Seed 004: post-LN needs a warm-up. On the grammar LM (M=2, D=64) at a constant rate of 0.03, post-LN without a
+# warm-up sticks near loss 4.7 for good, with 100 warm-up steps it falls to about 3.7 within 200 steps, and pre-LN
+# copes without one (about 3.9; 3.3 with it): seeds 0 and 1, tests/benchmarks/bench_training.py --compare-norms.
+HIGH_RATE = dict(task="grammar-lm", d_model=64, learning_rate=0.03, schedule="constant", steps=300)
+RECIPES: dict[str, dict] = {  # starting points for the page: the RunSpec fields that differ from the default
+    "tiny reversal (default)": {},
+    "post-LN, no warm-up": dict(HIGH_RATE, norm="post", warmup=0),
+    "post-LN, with warm-up": dict(HIGH_RATE, norm="post", warmup=100),
+    "pre-LN, no warm-up": dict(HIGH_RATE, norm="pre", warmup=0),
+    "copy: an induction head": dict(task="copy", n_heads=1, pos_encoding="rope", steps=1500),
+    "grammar language model": dict(task="grammar-lm", d_model=64, steps=800),
+    "images: shapes": dict(task="shapes", mask="none", steps=500),
+}
+
+
+def rate_curve(spec: RunSpec) -> np.ndarray:
+    """The learning rate of every step of the run, [steps], from its schedule."""
+    preset = spec.preset()
+    return np.array([scheduled_rate(step, preset) for step in range(spec.steps)])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The example every snapshot looks at, and the pattern each task should form
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskPattern:
+    """A textbook head a task should grow, and its score: pattern [N, N] of one head -> a number in [0, 1]."""
+
+    name: str
+    description: str
+    score: Callable[[np.ndarray], float]
+
+
+def task_pattern(task: str) -> TaskPattern | None:
+    """The pattern followed on this task's probe (core.analysis scores), or None when there is no single one."""
+    if task == "reversal":
+        return TaskPattern("mirrored", "the anti-diagonal: answer token i reads input token L+1−i, the one it copies",
+                           lambda pattern: mirrored_score(pattern, PROBE_LENGTH))
+    if task == "copy":
+        return TaskPattern("induction", "the induction head: the repeated x_i reads x_{i+1}, the token after its "
+                           "first occurrence", lambda pattern: induction_score(pattern, PROBE_LENGTH))
+    if task == "grammar-lm":
+        return TaskPattern("previous token", "the previous-token head: each word reads the word before it",
+                           lambda pattern: float(previous_token_attention(pattern)))
+    return None
+
+
+@lru_cache(maxsize=8)
+def probe_text(task: str) -> str:
+    """A fixed held-out example (never trained on) of a text task."""
+    if task == "grammar-lm":
+        return grammar.generate_documents(1, grammar.HELDOUT_SEED)[0]
+    return algorithmic.generate(task, 1, algorithmic.HELDOUT_SEED, PROBE_LENGTH, PROBE_LENGTH)[0].text
+
+
+@lru_cache(maxsize=1)
+def probe_image() -> np.ndarray:
+    """A fixed held-out image, uint8 [32, 32, 3]."""
+    return generate_dataset(1, IMAGE_HELDOUT_SEED)[0][0]
+
+
+def record_probe(model: Transformer, task: str) -> Recording:
+    """The model's recording of the task's probe, in eval mode, tokens in meta["tokens"]."""
+    if task == "shapes":
+        recording = record_image(model, probe_image()).recording
+        n = recording.n_tokens
+        recording.meta["tokens"] = ["CLS", *(str(i) for i in range(1, n))] if model.cfg.uses_cls else \
+            [str(i) for i in range(1, n + 1)]
+        return recording
+    return record_text(model, probe_text(task))
+
+
+@lru_cache(maxsize=4)
+def shared_pool(task: str, size: int) -> ImagePool | TokenPool:
+    """The training pool of a task, built once per process (runs only read it)."""
+    return make_pool(task, size, None if task == "shapes" else tokenizer())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a run keeps
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The model on the probe after `step` updates (0: the initial weights), `seconds` after the run started."""
+
+    step: int
+    seconds: float
+    patterns: np.ndarray  # [M, H, N, N] A of every head, rows sum to 1
+    norm_scale: dict[str, float]  # per TokenNorm ("blocks.0.ln1", …, "ln_final"): the mean over tokens of σ_n
+    resid_norm: np.ndarray  # [M + 1] mean over tokens of ||x_n||: the input of block 0, then after each block
+    scores: np.ndarray | None  # [M, H] the task pattern's score of every head (None: the task has none)
+
+    @property
+    def best_score(self) -> float:
+        return float(np.max(self.scores)) if self.scores is not None else float("nan")
+
+
+def take_snapshot(model: Transformer, task: str, step: int, seconds: float) -> tuple[Snapshot, list[str]]:
+    """A Snapshot of the model (switched to eval mode for the recording; the caller resumes training) and the
+    probe's tokens. Every number is read from the model's own recording of one forward pass."""
+    model.eval()
+    recording = record_probe(model, task)
+    m = model.cfg.n_layers
+    patterns = recording.patterns().astype(np.float32)
+    norms = [f"blocks.{layer}.{ln}" for layer in range(m) for ln in ("ln1", "ln2")]
+    norms += ["ln_final"] if model.ln_final is not None else []
+    streams = [block_hook(0, "hook_resid_pre")] + [block_hook(layer, "hook_resid_post") for layer in range(m)]
+    pattern = task_pattern(task)
+    scores = None if pattern is None else np.array([[pattern.score(head) for head in layer] for layer in patterns])
+    snapshot = Snapshot(step, seconds, patterns,
+                        {name: float(recording[f"{name}.hook_scale"].mean()) for name in norms},
+                        np.array([np.linalg.norm(recording[name], axis=-1).mean() for name in streams]), scores)
+    return snapshot, list(recording.meta["tokens"])
+
+
+HISTORY_FIELDS = ("step", "loss", "accuracy", "learning_rate", "grad_norm")
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A consistent copy of a run's state for display. history: HISTORY_FIELDS -> [steps done] (step is
+    1-based: the number of updates made); grad_norms: group ("embedding", "blocks.0", …, "head") -> [steps]."""
+
+    run_id: str
+    spec: RunSpec
+    owner: str
+    status: str  # starting, training, finished, stopped, diverged, failed
+    message: str  # why it failed or diverged, else ""
+    seconds: float
+    history: dict[str, np.ndarray]
+    grad_norms: dict[str, np.ndarray]
+    snapshots: tuple[Snapshot, ...]
+    tokens: tuple[str, ...]  # the probe's tokens
+    threads: int  # torch threads the run trained with
+    saved_as: str | None
+
+    @property
+    def alive(self) -> bool:
+        return self.status in ("starting", "training")
+
+    @property
+    def steps_done(self) -> int:
+        return len(self.history["step"])
+
+    @property
+    def progress(self) -> float:
+        return self.steps_done / self.spec.steps
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps_done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def pattern(self) -> TaskPattern | None:
+        return task_pattern(self.spec.task)
+
+    def pattern_formed(self, threshold: float = PATTERN_THRESHOLD) -> Snapshot | None:
+        """The first snapshot whose best head scores at least `threshold` on the task pattern, if any."""
+        return next((s for s in self.snapshots if s.scores is not None and s.best_score >= threshold), None)
+
+    def snapshot_at(self, step: int) -> Snapshot:
+        """The last snapshot taken at or before `step` (the first one for earlier steps)."""
+        earlier = [s for s in self.snapshots if s.step <= step]
+        return earlier[-1] if earlier else self.snapshots[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------------------
+
+_THREADS_LOCK = threading.Lock()
+_SEED_LOCK = threading.Lock()
+
+
+def use_one_torch_thread() -> None:
+    """torch.set_num_threads(1) for the calling thread only: the process default that threads started later
+    copy is put back by a short-lived thread (torch's per-thread count stays 1 in this one)."""
+    with _THREADS_LOCK:
+        default = torch.get_num_threads()  # a fresh thread reads the process default
+        torch.set_num_threads(1)
+        restore = threading.Thread(target=torch.set_num_threads, args=(default,))
+        restore.start()
+        restore.join()
+
+
+def snapshot_steps(steps: int) -> set[int]:
+    """The update counts after which a snapshot is taken: about SNAPSHOTS, evenly spaced, and the last one."""
+    every = max(1, math.ceil(steps / SNAPSHOTS))
+    return set(range(every, steps + 1, every)) | {steps}
+
+
+class LiveRun:
+    """One model trained in a daemon thread. Start it with `start()`; read it with `view()`."""
+
+    def __init__(self, run_id: str, spec: RunSpec, owner: str):
+        self.run_id, self.spec, self.owner = run_id, spec, owner
+        self.created = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._train, name=f"live-run-{run_id}", daemon=True)
+        self._status, self._message, self._seconds, self._threads = "starting", "", 0.0, 0
+        self._history: dict[str, list[float]] = {name: [] for name in HISTORY_FIELDS}
+        self._grad_norms: dict[str, list[float]] = {}
+        self._snapshots: list[Snapshot] = []
+        self._tokens: list[str] = []
+        self._model: Transformer | None = None
+        self._saved_as: str | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the run to stop after the step under way (it then takes a last snapshot)."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end; True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def view(self) -> RunView:
+        with self._lock:
+            return RunView(
+                self.run_id, self.spec, self.owner, self._status, self._message, self._seconds,
+                {name: np.array(values, dtype=np.float64) for name, values in self._history.items()},
+                {name: np.array(values, dtype=np.float64) for name, values in self._grad_norms.items()},
+                tuple(self._snapshots), tuple(self._tokens), self._threads, self._saved_as)
+
+    # the thread ----------------------------------------------------------------------------------------------
+
+    def _train(self) -> None:
+        started = time.perf_counter()
+        try:
+            use_one_torch_thread()
+            preset = self.spec.preset()
+            pool = shared_pool(self.spec.task, preset.pool_size)
+            with _SEED_LOCK:
+                torch.manual_seed(self.spec.seed)
+                model = Transformer(preset.config)
+            self._model = model
+            self._add_snapshot(model, 0, time.perf_counter() - started)
+            with self._lock:
+                self._status, self._threads = "training", torch.get_num_threads()
+            status, message = self._loop(model, preset, pool, started)
+        except Exception as error:  # a run's failure is shown on its page, never raised into the server
+            status, message = "failed", f"{type(error).__name__}: {error}"
+        if self._model is not None:
+            self._model.eval()
+        with self._lock:
+            self._status, self._message, self._seconds = status, message, time.perf_counter() - started
+
+    def _loop(self, model: Transformer, preset: Preset, pool, started: float) -> tuple[str, str]:
+        when = snapshot_steps(preset.steps)
+        text_tokenizer = None if preset.task == "shapes" else tokenizer()
+        steps = train_steps(model, preset, text_tokenizer, preset.seed, pool)
+        try:
+            for stats in steps:
+                done = stats.step + 1
+                self._add_stats(stats, time.perf_counter() - started)
+                if not math.isfinite(stats.loss):
+                    return "diverged", (f"the loss became {stats.loss} at step {done}: training diverged (a smaller "
+                                        "learning rate, a warm-up or gradient clipping may help)")
+                if done in when or self._stop.is_set():
+                    self._add_snapshot(model, done, time.perf_counter() - started)
+                if self._stop.is_set():
+                    return ("finished", "") if done == preset.steps else ("stopped", "")
+        finally:
+            steps.close()
+        return "finished", ""
+
+    def _add_stats(self, stats: StepStats, seconds: float) -> None:
+        with self._lock:
+            for name, value in (("step", stats.step + 1), ("loss", stats.loss), ("accuracy", stats.accuracy),
+                                ("learning_rate", stats.learning_rate), ("grad_norm", stats.grad_norm)):
+                self._history[name].append(value)
+            for group, value in stats.grad_norms.items():
+                self._grad_norms.setdefault(group, []).append(value)
+            self._seconds = seconds
+
+    def _add_snapshot(self, model: Transformer, step: int, seconds: float) -> None:
+        snapshot, tokens = take_snapshot(model, self.spec.task, step, seconds)
+        model.train()
+        with self._lock:
+            self._snapshots.append(snapshot)
+            self._tokens = tokens
+
+    # saving --------------------------------------------------------------------------------------------------
+
+    def save(self, name: str, reserved: Iterable[str] = ()) -> Path:
+        """Save the trained model as the user run `name`: NAME/NAME.safetensors + NAME/NAME.json in the user
+        directory. Written into a temporary folder, then renamed into place, so a run is listed whole or not at
+        all. Only a finished or stopped run can be saved; a name that is taken (or in `reserved`, the bundled
+        models' names) is refused. Returns the card's path."""
+        view = self.view()
+        if view.status not in ("finished", "stopped") or self._model is None:
+            raise RunStateError(f"only a finished or stopped run can be saved; this one is {view.status}")
+        if not registry.RUN_NAME.fullmatch(name):
+            raise ValueError("a run's name is 1 to 48 lowercase letters, digits, - or _, starting with a letter "
+                             f"or digit (got {name!r})")
+        if name in set(reserved):
+            raise ValueError(f"{name!r} is a bundled model's name; choose another")
+        root = registry.user_dir()
+        target = root / name
+        if target.exists():
+            raise ValueError(f"a saved run is already called {name!r}; choose another name")
+        root.mkdir(parents=True, exist_ok=True)
+        temporary = root / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            save_checkpoint(self._model, self._card(name, view), temporary)
+            temporary.rename(target)  # atomic on one file system; fails if the name was taken meanwhile
+        except OSError as error:
+            raise ValueError(f"could not save {name!r}: {error}") from error
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+        with self._lock:
+            self._saved_as = name
+        return target / f"{name}.json"
+
+    def _card(self, name: str, view: RunView) -> ModelCard:
+        every = max(1, view.steps_done // 200)
+        curve = [(int(step), round(float(loss), 4)) for step, loss in
+                 zip(view.history["step"][::every], view.history["loss"][::every])]
+        training = {**self.spec.preset().recipe(), "origin": registry.USER_RUN_ORIGIN, "run": self.run_id,
+                    "steps_done": view.steps_done, "status": view.status, "seconds": round(view.seconds, 1),
+                    "loss_curve": curve}
+        return ModelCard(name, self.spec.task, self.spec.config(), f"your run: {self.spec.describe()}",
+                         training=training)
+
+
+def archive(card_path: Path) -> bytes:
+    """A saved run's folder (its card and weights) as the bytes of a .zip, to download."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive_file:
+        for path in sorted(card_path.parent.iterdir()):
+            archive_file.write(path, f"{card_path.parent.name}/{path.name}")
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every run of the server
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class LiveRegistry:
+    """The runs of one server: at most `max_running` train at once, one per owner; `max_kept` stay readable."""
+
+    max_running: int = MAX_RUNNING
+    max_kept: int = MAX_KEPT
+    _runs: dict[str, LiveRun] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, spec: RunSpec, owner: str) -> LiveRun:
+        """Start a run for `owner`; SessionBusyError if it already has one training, ServerBusyError if the
+        server has max_running training."""
+        with self._lock:
+            running = [run for run in self._runs.values() if run.view().alive]
+            mine = [run for run in running if run.owner == owner]
+            if mine:
+                raise SessionBusyError(f"this session is already training run {mine[0].run_id}: stop it or let "
+                                       "it finish first")
+            if len(running) >= self.max_running:
+                raise ServerBusyError(f"the server is busy: {len(running)} runs are training (at most "
+                                      f"{self.max_running} at once). Try again when one has finished.")
+            ended = sorted((run for run in self._runs.values() if run not in running), key=lambda run: run.created)
+            for run in ended[: max(0, len(self._runs) + 1 - self.max_kept)]:
+                del self._runs[run.run_id]
+            run = LiveRun(uuid.uuid4().hex[:12], spec, owner)
+            self._runs[run.run_id] = run
+        run.start()
+        return run
+
+    def get(self, run_id: str | None) -> LiveRun | None:
+        with self._lock:
+            return self._runs.get(run_id or "")
+
+    def runs(self) -> list[LiveRun]:
+        """Every run still kept, oldest first."""
+        with self._lock:
+            return sorted(self._runs.values(), key=lambda run: run.created)
+
+    def runs_of(self, owner: str) -> list[LiveRun]:
+        """The owner's runs still kept, oldest first."""
+        return [run for run in self.runs() if run.owner == owner]
+
+    def running(self) -> int:
+        with self._lock:
+            return sum(run.view().alive for run in self._runs.values())
+
+
+RUNS = LiveRegistry()

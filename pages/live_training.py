@@ -1,0 +1,465 @@
+"""Live training: train a tiny transformer on the CPU and watch it learn (seed 003 §4: Adam, the warm-up schedule,
+gradient clipping, dropout, label smoothing; seed 004: post-normalisation needs a warm-up; seed 001 §5: training
+grows unstable, clipping and decaying rates help).
+
+The run trains in a background thread of the server (core/live.py); this page holds only its id (in the session and
+in the URL, so a reload finds it again) and polls it with a fragment while it trains. Every number shown is one the
+run computed: per-step loss, accuracy, rate and gradient norms, and snapshots of the model's own recording of one
+held-out example.
+
+URL parameters (all widgets are bound): notation, presenter (sidebar); tr_recipe and the run's settings tr_task,
+tr_layers, tr_heads, tr_d, tr_pe, tr_mask, tr_norm, tr_lr, tr_schedule, tr_warmup, tr_clip, tr_smoothing,
+tr_dropout, tr_steps, tr_batch, tr_seed; run (the run watched); tr_step, tr_head (the snapshot viewer);
+tr_a, tr_b, tr_at (the comparison); the predictions. (The name a run is saved under is not bound.)
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+if str(Path(__file__).resolve().parent.parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from core import registry  # noqa: E402
+from core.analysis import best_head  # noqa: E402
+from core.config import ConfigError  # noqa: E402
+from core.figures.attention import head_heatmap, small_multiples  # noqa: E402
+from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
+from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, RunSpec,  # noqa: E402
+                       RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, archive, encodings_for,
+                       masks_for, rate_curve)
+from core.train import SCHEDULES, noam_peak  # noqa: E402
+from pages._common import BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode  # noqa: E402
+
+POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
+DEFAULT = RunSpec()
+LR_CHOICES = (1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2)
+CLIP_CHOICES = (0.0, 0.25, 0.5, 1.0, 2.0, 5.0)
+D_CHOICES = (16, 32, 64, 128)
+HEAD_CHOICES = (1, 2, 4, 8)
+BATCH_CHOICES = (8, 16, 32, 64, 128)
+SCHEDULE_LABELS = {"cosine": "linear warm-up, then cosine decay to a tenth",
+                   "noam": "seed 003's warm-up: linear, then decay as 1/√step",
+                   "constant": "linear warm-up, then constant"}
+KEYS = {"task": "tr_task", "n_layers": "tr_layers", "n_heads": "tr_heads", "d_model": "tr_d",  # RunSpec field -> key
+        "pos_encoding": "tr_pe", "mask": "tr_mask", "norm": "tr_norm", "learning_rate": "tr_lr",
+        "schedule": "tr_schedule", "warmup": "tr_warmup", "clip": "tr_clip", "label_smoothing": "tr_smoothing",
+        "dropout": "tr_dropout", "steps": "tr_steps", "batch_size": "tr_batch", "seed": "tr_seed"}
+WARMUP_OPTIONS = ["the same", "fall more slowly, stall or jump up", "fall faster"]  # the predictions
+STEP_OPTIONS = ["within 100 steps", "after 100 to 500 steps", "after more than 500 steps", "never"]
+STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished", "stopped": "Stopped",
+          "diverged": "Diverged", "failed": "Failed"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Which run this session watches
+# ---------------------------------------------------------------------------------------------------------
+
+def watched_run() -> tuple[LiveRun | None, str | None]:
+    """The session's run, or the one the URL names (after a reload): the run, and the id asked for. Adopting a
+    run from the URL makes this session its owner again (one run at a time per owner)."""
+    st.session_state.setdefault("live_owner", uuid.uuid4().hex)
+    run_id = st.session_state.get("live_run") or st.query_params.get("run")
+    run = RUNS.get(run_id)
+    if run is not None:
+        st.session_state["live_run"] = run.run_id
+        st.session_state["live_owner"] = run.owner
+        st.query_params["run"] = run.run_id
+    return run, run_id
+
+
+def run_label(index: int, view: RunView) -> str:
+    spec = view.spec
+    warmup = f"warm-up {spec.warmup}" if spec.warmup else "no warm-up"
+    return f"#{index + 1} {spec.task} · {spec.norm}-LN · lr {spec.learning_rate:g} {spec.schedule}, {warmup}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------------------
+
+def apply_recipe() -> None:
+    """Set every setting to the chosen recipe's (runs before the widgets are drawn)."""
+    spec = RunSpec(**RECIPES[st.session_state["tr_recipe"]])
+    for name, key in KEYS.items():
+        st.session_state[key] = getattr(spec, name)
+
+
+def keep_valid(key: str, options: tuple, default) -> None:
+    """A setting whose options changed (another task) falls back to the default instead of an invalid value."""
+    if st.session_state.get(key, default) not in options:
+        st.session_state[key] = default if default in options else options[0]
+
+
+def settings() -> RunSpec | str:
+    """The settings widgets: a RunSpec, or the message saying why these settings cannot be trained."""
+    st.selectbox("Start from a recipe", list(RECIPES), key="tr_recipe", bind=BIND, on_change=apply_recipe,
+                 help="Sets every control below; change any of them afterwards.")
+    col_task, col_model, col_more = st.columns(3)
+    with col_task:
+        task = st.selectbox("Task", TASKS, index=TASKS.index(DEFAULT.task), key=KEYS["task"], bind=BIND)
+        st.caption(TASK_LABELS[task])
+        steps = int(st.number_input("Steps", 10, 20000, DEFAULT.steps, step=50, key=KEYS["steps"], bind=BIND))
+        batch = st.select_slider("Batch size", BATCH_CHOICES, value=DEFAULT.batch_size, key=KEYS["batch_size"],
+                                 bind=BIND)
+        seed = int(st.number_input("Seed", 0, 9999, DEFAULT.seed, key=KEYS["seed"], bind=BIND,
+                                   help="Initial weights and the order of the batches."))
+    with col_model:
+        layers = int(st.number_input("Layers M", 1, 6, DEFAULT.n_layers, key=KEYS["n_layers"], bind=BIND))
+        heads = st.select_slider("Heads H", HEAD_CHOICES, value=DEFAULT.n_heads, key=KEYS["n_heads"], bind=BIND)
+        d_model = st.select_slider("Width D", D_CHOICES, value=DEFAULT.d_model, key=KEYS["d_model"], bind=BIND,
+                                   help="Features per token; the MLP is 4D wide.")
+        norm = st.segmented_control("TokenNorm placement", ("pre", "post"), default=DEFAULT.norm, required=True,
+                                    key=KEYS["norm"], bind=BIND,
+                                    help="pre-LN: X + MHSA(TokenNorm(X)); post-LN: TokenNorm(X + MHSA(X)) "
+                                         "(seed 001 §2.3, figure 7).")
+    with col_more:
+        keep_valid(KEYS["pos_encoding"], encodings_for(task), DEFAULT.pos_encoding)
+        pe = st.selectbox("Position encoding", encodings_for(task), key=KEYS["pos_encoding"], bind=BIND)
+        keep_valid(KEYS["mask"], masks_for(task), masks_for(task)[0])
+        mask = st.selectbox("Mask", masks_for(task), key=KEYS["mask"], bind=BIND,
+                            help="Text tasks predict the next token, so no token may see a later one; the image "
+                                 "model's CLS token reads every patch (window: 8 on each side).")
+        dropout = st.slider("Dropout", 0.0, 0.5, DEFAULT.dropout, step=0.05, key=KEYS["dropout"], bind=BIND,
+                            help="On each sublayer's output while training (seed 003 §4.2).")
+    st.markdown("**Optimiser** · AdamW, weight decay 0.01")
+    col_rate, col_schedule, col_clip = st.columns(3)
+    with col_rate:
+        lr = st.select_slider("Learning rate (peak)", LR_CHOICES, value=DEFAULT.learning_rate,
+                              key=KEYS["learning_rate"], bind=BIND, format_func=lambda v: f"{v:g}")
+        smoothing = st.slider("Label smoothing ε", 0.0, 0.3, DEFAULT.label_smoothing, step=0.05,
+                              key=KEYS["label_smoothing"], bind=BIND,
+                              help="The target is (1 − ε) on the right token plus ε spread over all of them.")
+    with col_schedule:
+        schedule = st.selectbox("Schedule", SCHEDULES, key=KEYS["schedule"], bind=BIND)
+        st.caption(SCHEDULE_LABELS[schedule])
+        warmup = int(st.number_input("Warm-up steps (0: none)", 0, 5000, DEFAULT.warmup, step=10,
+                                     key=KEYS["warmup"], bind=BIND))
+    with col_clip:
+        clip = st.select_slider("Gradient clipping: largest ‖g‖ (0: off)", CLIP_CHOICES, value=DEFAULT.clip,
+                                key=KEYS["clip"], bind=BIND,
+                                help="Rescale the gradient when its norm is larger (seed 001 §5).")
+    try:
+        return RunSpec(task=task, n_layers=layers, n_heads=heads, d_model=d_model, pos_encoding=pe, mask=mask,
+                       norm=norm or DEFAULT.norm, learning_rate=lr, schedule=schedule, warmup=warmup, clip=clip,
+                       label_smoothing=smoothing, dropout=dropout, steps=steps, batch_size=batch, seed=seed)
+    except ConfigError as error:
+        return str(error)
+
+
+def schedule_preview(spec: RunSpec) -> None:
+    rates = rate_curve(spec)
+    fig = lines_over_steps({"learning rate": (np.arange(1, spec.steps + 1), rates)}, title="", y_title="rate",
+                           colors=[run_color(0)], height=180, markers=False)
+    chart(fig, "tr_schedule_chart", "learning_rate_schedule", zoom=False)
+    note = f"Peak {rates.max():.3g} at step {int(np.argmax(rates)) + 1}, last step {rates[-1]:.3g}."
+    if spec.schedule == "noam":
+        note += (f" Seed 003's own formula, lr = D^-0.5 · min(s^-0.5, s · w^-1.5), peaks at (D·w)^-0.5 = "
+                 f"{noam_peak(spec.d_model, spec.warmup):.3g} for D = {spec.d_model}, w = {max(spec.warmup, 1)}; "
+                 "here the same curve is scaled to the peak you chose.")
+    st.caption(note)
+
+
+def start(spec: RunSpec) -> None:
+    try:
+        run = RUNS.start(spec, st.session_state["live_owner"])
+    except ServerBusyError as error:
+        st.warning(f"**{error}**", icon=":material/hourglass_top:")
+        return
+    except SessionBusyError as error:
+        st.info(str(error), icon=":material/info:")
+        return
+    st.session_state["live_run"] = run.run_id
+    st.query_params["run"] = run.run_id
+    st.rerun()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The run, live
+# ---------------------------------------------------------------------------------------------------------
+
+def progress_line(view: RunView) -> str:
+    return (f"{STATUS[view.status]}: step {view.steps_done} of {view.spec.steps} · {view.steps_per_second:.1f} "
+            f"steps/s · {view.seconds:.0f} s · {view.threads or 1} CPU thread")
+
+
+def pattern_note(view: RunView) -> None:
+    pattern = view.pattern
+    if pattern is None or not view.snapshots:
+        return
+    formed = view.pattern_formed()
+    if formed is not None:
+        st.success(f"The **{pattern.name}** pattern formed at step **{formed.step}**, {formed.seconds:.0f} s after "
+                   f"the start: a head scores {formed.best_score:.2f} ≥ {PATTERN_THRESHOLD} ({pattern.description}).",
+                   icon=":material/check_circle:")
+    else:
+        st.caption(f"Watching for the **{pattern.name}** pattern: {pattern.description}. Best head after "
+                   f"{view.snapshots[-1].step} steps: {view.snapshots[-1].best_score:.2f} (formed at ≥ "
+                   f"{PATTERN_THRESHOLD}).")
+
+
+def curves(view: RunView) -> None:
+    if view.steps_done == 0:
+        st.info("Building the data and the model…", icon=":material/hourglass_top:")
+        return
+    chart(training_curves([(f"run {view.run_id[:6]}", view.history)], clips=[view.spec.clip]), "tr_curves",
+          "training_curves")
+    chart(gradient_norm_figure(view.history["step"], view.grad_norms), "tr_grad_layers", "gradient_norm_per_layer")
+    st.caption("Thin lines: every step's value; thick: the mean of the last 25 steps. The gradient norm is measured "
+               "before clipping; per layer, 'embedding' holds the token (or patch) and position embeddings, "
+               "'blocks.l' layer l's attention, MLP and TokenNorms, 'head' the final TokenNorm and unembedding.")
+
+
+def probe_caption(view: RunView) -> None:
+    shown = "a generated image: CLS + 64 patches" if view.spec.task == "shapes" else " ".join(view.tokens)
+    st.caption(f"Every snapshot runs the model on one held-out example it never trains on: `{shown}`")
+
+
+def first_choice(snapshot: Snapshot) -> tuple[int, int]:
+    """The head to show first: the best-scoring one on the task's pattern, else L0 H0."""
+    return best_head(snapshot.scores)[:2] if snapshot.scores is not None else (0, 0)
+
+
+def head_and_all_heads(snap: Snapshot, tokens: list[str], layer: int, head: int, notation: str, key: str) -> None:
+    col_head, col_all = st.columns([3, 2])
+    with col_head:
+        chart(head_heatmap(snap.patterns[layer, head], tokens, notation=notation,
+                           title=f"L{layer} H{head} after {snap.step} steps"), f"{key}_pattern", "pattern_at_step")
+    with col_all:
+        chart(small_multiples(snap.patterns, notation=notation, selected=(layer, head), cell_px=110),
+              f"{key}_all_heads", "all_heads_at_step", zoom=False)
+
+
+def latest_snapshot(view: RunView, notation: str) -> None:
+    """While training: the newest snapshot, its best head large (the scrubber comes when the run ends)."""
+    st.subheader("Attention as it forms")
+    probe_caption(view)
+    snap = view.snapshots[-1]
+    head_and_all_heads(snap, list(view.tokens), *first_choice(snap), notation, "tr_live")
+    st.caption("The newest snapshot, updated as the run trains. Stop the run, or let it finish, to scrub through "
+               "every snapshot, head by head.")
+
+
+def snapshots(view: RunView, notation: str) -> None:
+    """The scrubber over training steps: one head's pattern on the probe, all heads, and their trends."""
+    st.subheader("Attention as it formed")
+    probe_caption(view)
+    options = [s.step for s in view.snapshots]
+    step = st.select_slider("Training step", options, value=options[-1], key="tr_step", bind=BIND,
+                            help="The steps after which a snapshot was taken: drag back to watch the pattern form.")
+    snap = view.snapshot_at(int(step))
+    m, h = snap.patterns.shape[:2]
+    heads = [f"L{layer} H{head}" for layer in range(m) for head in range(h)]
+    layer, head = first_choice(view.snapshots[-1])
+    choice = st.selectbox("Head", heads, index=layer * h + head, key="tr_head", bind=BIND,
+                          help="The head with the best task score at the end is chosen first.")
+    layer, head = divmod(heads.index(choice) if choice in heads else layer * h + head, h)
+    head_and_all_heads(snap, list(view.tokens), layer, head, notation, "tr_scrub")
+    steps = [s.step for s in view.snapshots]
+
+    def over_steps(values_of) -> tuple[list[int], list[float]]:
+        return steps, [values_of(s) for s in view.snapshots]
+
+    col_score, col_norm, col_resid = st.columns(3)
+    with col_score:
+        if view.pattern is not None:
+            series = {name: over_steps(lambda s, i=i: s.scores.reshape(-1)[i]) for i, name in enumerate(heads)}
+            chart(lines_over_steps(series, title=f"{view.pattern.name} score", y_title="score of each head",
+                                   threshold=PATTERN_THRESHOLD, marker=snap.step),
+                  "tr_scores", "pattern_scores", zoom=False)
+        else:
+            st.caption("No single textbook pattern is followed on this task: scrub through the snapshots above.")
+    with col_norm:
+        names = list(snap.norm_scale)
+        chart(lines_over_steps({name: over_steps(lambda s, name=name: s.norm_scale[name]) for name in names},
+                               title="TokenNorm σ", y_title="mean σ it divides by", marker=snap.step, log=True),
+              "tr_norms", "tokennorm_scale", zoom=False)
+    with col_resid:
+        names = ["input"] + [f"after block {layer}" for layer in range(m)]
+        chart(lines_over_steps({name: over_steps(lambda s, i=i: s.resid_norm[i]) for i, name in enumerate(names)},
+                               title="Residual stream", y_title="mean ‖x_n‖", marker=snap.step, log=True),
+              "tr_resid", "residual_norms", zoom=False)
+    st.caption("σ is the standard deviation of a token's features that TokenNorm divides by (seed 001 §2.3), "
+               "averaged over the example's tokens. Pre-LN lets the residual stream grow layer by layer; post-LN "
+               "normalises the stream itself after every sublayer.")
+
+
+def live_panel(run: LiveRun, notation: str) -> None:
+    """Progress, stop button, curves and snapshots; polled every POLL_SECONDS while the run trains."""
+    view = run.view()
+    was_alive = st.session_state.get("tr_was_alive", False)
+    st.session_state["tr_was_alive"] = view.alive
+    if was_alive and not view.alive:
+        st.rerun()  # the whole page: saving and comparing appear, polling stops
+    col_bar, col_stop = st.columns([5, 1])
+    with col_bar:
+        st.progress(min(view.progress, 1.0), text=progress_line(view))
+    with col_stop:
+        if view.alive and st.button("Stop", key="tr_stop", icon=":material/stop_circle:", type="primary"):
+            run.stop()
+    if view.status in ("diverged", "failed"):
+        st.error(f"**The run {view.status}:** {view.message}", icon="⚠️")
+    pattern_note(view)
+    curves(view)
+    if view.alive and view.snapshots:
+        latest_snapshot(view, notation)
+
+
+def live(run: LiveRun, notation: str) -> None:
+    """live_panel as a fragment that reruns on its own every POLL_SECONDS while the run trains."""
+    st.fragment(live_panel, run_every=POLL_SECONDS if run.view().alive else None)(run, notation)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Comparing and saving
+# ---------------------------------------------------------------------------------------------------------
+
+def compare(views: list[RunView], notation: str) -> None:
+    st.header("Compare two runs")
+    if len(views) < 2:
+        st.info("Train a second run to compare it with this one here: for example the recipe **post-LN, no "
+                "warm-up**, then **post-LN, with warm-up**; or **pre-LN, no warm-up** against **post-LN, no "
+                "warm-up**.", icon=":material/compare:")
+        return
+    labels = [run_label(i, view) for i, view in enumerate(views)]
+    col_a, col_b = st.columns(2)
+    a = col_a.selectbox("Run A", labels, index=len(labels) - 2, key="tr_a", bind=BIND)
+    b = col_b.selectbox("Run B", labels, index=len(labels) - 1, key="tr_b", bind=BIND)
+    first, second = views[labels.index(a) if a in labels else -2], views[labels.index(b) if b in labels else -1]
+    chart(training_curves([("A", first.history), ("B", second.history)], clips=[first.spec.clip, second.spec.clip]),
+          "tr_compare_curves", "compare_training_curves")
+    options = sorted({s.step for view in (first, second) for s in view.snapshots})
+    at = st.select_slider("Patterns after step", options, value=options[-1], key="tr_at", bind=BIND)
+    for column, name, view in zip(st.columns(2), "AB", (first, second)):
+        with column:
+            snap = view.snapshot_at(int(at))
+            st.markdown(f"**{name}** · {view.spec.describe()}")
+            chart(small_multiples(snap.patterns, notation=notation, cell_px=110), f"tr_compare_{name}",
+                  f"run_{name}_heads", zoom=False)
+            st.caption(f"after {snap.step} steps; loss (mean of the last 25 steps) "
+                       f"{np.mean(view.history['loss'][-25:]):.3f}" if view.steps_done else "no step yet")
+    if first.pattern is not None and second.pattern is not None:
+        series = {f"{name}: best head": ([s.step for s in view.snapshots], [s.best_score for s in view.snapshots])
+                  for name, view in (("A", first), ("B", second))}
+        chart(lines_over_steps(series, title="Best head's pattern score", y_title="score",
+                               colors=[run_color(0), run_color(1)], dashes=["solid", "dash"],
+                               threshold=PATTERN_THRESHOLD, marker=int(at), height=280),
+              "tr_compare_scores", "compare_pattern_scores")
+
+
+def save(run: LiveRun, view: RunView) -> None:
+    st.subheader("Save this run")
+    if view.saved_as is None:
+        suggestion = f"{view.spec.task}-{view.spec.norm}ln-{view.run_id[:6]}"
+        col_name, col_button = st.columns([3, 1], vertical_alignment="bottom")
+        name = col_name.text_input("Name", value=suggestion, key=f"tr_name_{view.run_id}", max_chars=48,
+                                   help="Lowercase letters, digits, - and _. The run is saved in "
+                                        f"{registry.user_dir()} and never overwrites another.")
+        if col_button.button("Save", key="tr_save", icon=":material/save:"):
+            bundled = [card.name for card in registry.list_cards(models_dir())]
+            try:
+                run.save((name or "").strip(), reserved=bundled)
+            except (ValueError, RunStateError) as error:
+                st.error(f"**Can't save:** {error}", icon="⚠️")
+                return
+            view = run.view()
+    if view.saved_as is not None:
+        path = registry.user_card_path(view.saved_as)
+        st.success(f"Saved as **{view.saved_as}** in `{path.parent}`: pick it in the model menu of every other page "
+                   "(marked “your run”).", icon=":material/check_circle:")
+        st.download_button("Download (.zip: weights + card)", archive(path), file_name=f"{view.saved_as}.zip",
+                           mime="application/zip", key="tr_download", icon=":material/download:")
+
+
+def reveal_warmup(prediction: str | None) -> None:
+    if prediction is not None:
+        st.markdown(f"You predicted: *{prediction}*. " + ("Yes." if prediction == WARMUP_OPTIONS[1] else
+                                                        "Look at what the runs did."))
+    st.markdown("Adam's first updates move every weight by about the learning rate, whatever the size of its "
+                "gradient, until its running averages settle. Post-LN puts a TokenNorm after every residual addition, "
+                "so no path from the output back to the input is left untouched, and such large early steps can "
+                "throw it into a state it recovers from slowly or never: the loss stalls. A warm-up grows the rate "
+                "from 0 while the averages settle (seed 004: post-normalisation needs a warm-up). Pre-LN leaves the "
+                "residual path free of TokenNorms and usually copes without one. On the grammar model at a rate of "
+                "0.03, post-LN without a warm-up stays near loss 4.7, with 100 warm-up steps it falls to about 3.7, "
+                "and pre-LN without one to about 3.9 (tests/benchmarks/bench_training.py).")
+    views = [r.view() for r in RUNS.runs_of(st.session_state["live_owner"])]
+    post = {bool(v.spec.warmup): v for v in views if v.spec.norm == "post" and v.steps_done}  # the latest of each
+    if len(post) == 2:
+        st.markdown("**Your runs:**")
+        chart(training_curves([("post-LN, no warm-up", post[False].history), ("post-LN, warm-up", post[True].history)],
+                              clips=[post[False].spec.clip, post[True].spec.clip], height=420),
+              "tr_reveal_curves", "post_ln_warmup")
+    else:
+        st.caption("Train the recipes **post-LN, no warm-up** and **post-LN, with warm-up** to see your own answer "
+                   "here.")
+
+
+def reveal_pattern_step(prediction: str | None, view: RunView) -> None:
+    if view.pattern is None:
+        st.markdown("This task has no single textbook pattern to wait for: try the reversal or copy task.")
+        return
+    formed = view.pattern_formed()
+    if formed is None:
+        answer = STEP_OPTIONS[3] if not view.alive else None
+        st.markdown(f"Not {'in this run' if answer else 'yet'}: the best head scores "
+                    f"{view.snapshots[-1].best_score:.2f} after {view.snapshots[-1].step} steps (formed at ≥ "
+                    f"{PATTERN_THRESHOLD}).")
+    else:
+        answer = STEP_OPTIONS[0 if formed.step <= 100 else 1 if formed.step <= 500 else 2]
+        st.markdown(f"In this run, after **{formed.step}** steps ({formed.seconds:.0f} s), when the loss of the last "
+                    f"steps was {np.mean(view.history['loss'][max(0, formed.step - 25):max(formed.step, 1)]):.2f}.")
+    if prediction is not None and answer is not None:
+        st.markdown(f"You predicted *{prediction}*: " + ("right." if prediction == answer else f"it was *{answer}*."))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The page
+# ---------------------------------------------------------------------------------------------------------
+
+st.title("Live training")
+presenter_mode()
+notation = notation_switch()
+st.caption("Train a tiny transformer here, on this computer's CPU, and watch it learn: the loss and accuracy, the "
+           "learning rate of the schedule, the gradient of every layer, and its attention heads forming. Training "
+           "uses Adam with a learning-rate schedule, gradient clipping, dropout and label smoothing (seed 003 §4); "
+           "it grows unstable without care, and post-LN needs a warm-up (seed 004, seed 001 §5).")
+run, asked = watched_run()
+view = run.view() if run is not None else None
+if run is None and asked:
+    st.info(f"The run `{asked}` is no longer in this server's memory (the server restarted, or it was one of the "
+            "oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
+
+predict_then_reveal("tr_predict_warmup", "A post-LN model trained at a high learning rate with **no warm-up**: "
+                    "what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS, reveal_warmup)
+
+with st.expander("Set up a run", expanded=view is None, icon=":material/tune:"):
+    spec = settings()
+    if isinstance(spec, str):
+        st.error(f"**Can't train this:** {spec}", icon="⚠️")
+    else:
+        schedule_preview(spec)
+    busy = view is not None and view.alive
+    if st.button("Start training", key="tr_start", type="primary", icon=":material/play_arrow:",
+                 disabled=isinstance(spec, str) or busy,
+                 help="One run at a time per session; stop this one first." if busy else None):
+        start(spec)
+    st.caption(f"Runs train in the background and survive reloads and page switches; at most "
+               f"{RUNS.max_running} train at once on this server ({RUNS.running()} now).")
+
+if run is not None:
+    live(run, notation)
+    current = run.view()  # after the fragment: what it drew, or newer
+    if not current.alive and current.snapshots:
+        snapshots(current, notation)
+    predict_then_reveal("tr_predict_step", "When will the task's pattern (the reversal's anti-diagonal, the "
+                        "induction head) first score 0.5?",
+                        STEP_OPTIONS, lambda prediction: reveal_pattern_step(prediction, run.view()))
+    if current.status in ("finished", "stopped"):
+        save(run, current)
+    compare([v for v in (r.view() for r in RUNS.runs_of(run.owner)) if v.snapshots], notation)

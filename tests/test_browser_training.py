@@ -1,0 +1,74 @@
+"""The live-training page in a real browser: `streamlit run` driven by Playwright in the system Chromium.
+
+Run with `pytest -m browser tests/test_browser_training.py`. Starts a tiny run, sees the loss curve grow while the
+page polls it, stops it, and finds the scrubber. Reuses the browser fixtures of tests/test_browser.py; saved runs go
+to a temporary user directory. Screenshots also go to $ATTENTION_LAB_SCREENSHOTS when it is set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from test_browser import CHART, CHROMIUM, ERROR, _build_models, page, serve_app, shoot, wait_idle  # noqa: F401
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
+
+# how many steps the loss curve holds: its x values, a plain array or plotly's base64 {dtype, bdata} array
+LOSS_POINTS = """() => {
+    const x = document.querySelector('.st-key-tr_curves .js-plotly-plot')?.data?.[0]?.x;
+    if (!x) return 0;
+    if (Array.isArray(x) || ArrayBuffer.isView(x)) return x.length;
+    return atob(x.bdata).length / {f8: 8, f4: 4, i4: 4, u4: 4, i2: 2, u2: 2, i1: 1, u1: 1}[x.dtype];
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app on tiny text models, saving runs into a temporary user directory; killed at teardown."""
+    models = _build_models(tmp_path_factory.mktemp("models"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTENTION_LAB_USER_DIR", str(tmp_path_factory.mktemp("runs")))
+        with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+            yield url
+
+
+def click(page, selector: str) -> None:
+    """Click a button the polling fragment redraws every few seconds: retry when it was replaced mid-click."""
+    for _ in range(10):
+        try:
+            page.locator(selector).click(timeout=5_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    page.locator(selector).click()
+
+
+def test_a_run_trains_live_and_stops(server, page, shoot):
+    page.goto(f"{server}/live_training?tr_steps=20000&tr_d=16&tr_batch=8")
+    page.locator(".st-key-tr_start button").wait_for()
+    if page.get_by_text("Page not found").count():  # Streamlit's first page load can race the page list
+        page.keyboard.press("Escape")
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+    assert page.locator(".st-key-tr_schedule_chart " + CHART).count() == 1
+    shoot(page, "training_1_setup")
+
+    click(page, ".st-key-tr_start button")
+    page.get_by_text("Training: step").first.wait_for(timeout=60_000)
+    assert "run=" in page.url
+    page.wait_for_function(f"() => ({LOSS_POINTS})() >= 5", timeout=120_000)
+    first = page.evaluate(LOSS_POINTS)
+    page.wait_for_function(f"() => ({LOSS_POINTS})() > {first}", timeout=60_000)  # the curve grows by itself
+    shoot(page, "training_2_live")
+
+    click(page, ".st-key-tr_stop button")
+    page.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
+    page.get_by_text("Attention as it formed").wait_for()
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+    assert page.locator(".st-key-tr_scrub_pattern " + CHART).count() == 1
+    assert page.locator(".st-key-tr_save button").count() == 1
+    shoot(page, "training_3_stopped")

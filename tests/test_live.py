@@ -1,0 +1,307 @@
+"""The live-training worker without Streamlit (core/live.py): schedules and step statistics of core/train.py, a run
+started, watched, stopped, bounded, saved atomically into the user directory and loaded back like a bundled model;
+the figures of a run draw its own numbers."""
+
+from __future__ import annotations
+
+import io
+import math
+import threading
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from core import live, registry
+from core.analysis import mirrored_score
+from core.checkpoint import load_checkpoint
+from core.config import ConfigError
+from core.figures.training import gradient_norm_figure, running_mean, training_curves
+from core.live import (LiveRegistry, RunSpec, RunStateError, ServerBusyError, SessionBusyError, record_probe,
+                       snapshot_steps)
+from core.model import Transformer
+from core.record import record_text, tokenizer
+from core.tasks import IGNORE, Batch
+from core.train import (Preset, batches, gradient_norms, loss_of, noam_peak, noam_rate, presets,
+                        scheduled_rate, text_config, train_step)
+
+TINY = dict(d_model=16, n_heads=2, n_layers=2, batch_size=8)
+
+
+@pytest.fixture(autouse=True)
+def user_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(registry.USER_DIR_ENV, str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def finished(spec: RunSpec, owner: str = "test") -> live.LiveRun:
+    run = LiveRegistry(max_running=1).start(spec, owner)
+    assert run.join(timeout=120), "the run did not end"
+    return run
+
+
+@pytest.fixture(scope="module")
+def reversal_run() -> live.LiveRun:
+    return finished(RunSpec(steps=24, **TINY))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# core/train.py: schedules, loss, step statistics
+# ---------------------------------------------------------------------------------------------------------
+
+def _preset(**changes) -> Preset:
+    return Preset("t", "reversal", text_config(tokenizer().vocab_size, d_model=16, n_heads=2, n_layers=2, d_mlp=32,
+                                                max_len=32), "", **{"steps": 400, **changes})
+
+
+def test_noam_schedule_is_the_seed_formula_at_the_seed_peak():
+    d, w = 16, 40
+    preset = _preset(schedule="noam", warmup=w, learning_rate=noam_peak(d, w))
+    for step in range(400):
+        s = step + 1
+        assert scheduled_rate(step, preset) == pytest.approx(d ** -0.5 * min(s ** -0.5, s * w ** -1.5), rel=1e-12)
+    rates = [noam_rate(step, preset) for step in range(400)]
+    assert int(np.argmax(rates)) == w - 1  # the peak is at s = w
+    no_warmup = _preset(schedule="noam", warmup=0, learning_rate=1e-3)
+    assert scheduled_rate(0, no_warmup) == 1e-3 and scheduled_rate(99, no_warmup) == pytest.approx(1e-4)
+
+
+def test_constant_and_cosine_schedules():
+    constant = _preset(schedule="constant", warmup=10, learning_rate=2e-3)
+    assert [scheduled_rate(s, constant) for s in (0, 4, 9, 10, 399)] == pytest.approx([2e-4, 1e-3, 2e-3, 2e-3, 2e-3])
+    assert scheduled_rate(0, _preset(schedule="constant", warmup=0, learning_rate=2e-3)) == 2e-3
+    cosine = _preset(warmup=10, learning_rate=2e-3)
+    assert scheduled_rate(9, cosine) == pytest.approx(2e-3) and scheduled_rate(399, cosine) == pytest.approx(
+        2e-4, rel=1e-3)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(schedule="linear"), "schedule"), (dict(clip=-1.0), "clipping"), (dict(label_smoothing=1.0), "smoothing"),
+    (dict(warmup=-1), "warm-up"), (dict(learning_rate=0.0), "learning rate")])
+def test_preset_options_are_checked(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        _preset(**changes)
+
+
+def test_label_smoothing_is_the_mixture_of_one_hot_and_uniform_targets():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 7)
+    targets = torch.tensor([[1, IGNORE, 4], [0, 6, IGNORE]])
+    batch = Batch(torch.zeros(2, 3, dtype=torch.long), targets)
+    log_p = F.log_softmax(logits, -1)[targets != IGNORE]  # [4 counted positions, 7]
+    right = -log_p.gather(1, targets[targets != IGNORE][:, None]).squeeze(1)
+    uniform = -log_p.mean(1)
+    expected = ((1 - 0.2) * right + 0.2 * uniform).mean()
+    torch.testing.assert_close(loss_of(logits, batch, 0.2), expected)
+    torch.testing.assert_close(loss_of(logits, batch), right.mean())
+
+
+def _one_step(clip: float):
+    preset = _preset(clip=clip, learning_rate=1e-3, warmup=0)
+    torch.manual_seed(0)
+    model = Transformer(preset.config)
+    batch = next(batches(preset, tokenizer(), 0, live.shared_pool("reversal", 5000)))
+    optimizer = torch.optim.AdamW(model.parameters())
+    model.train()
+    return model, train_step(model, optimizer, batch, 0, preset)
+
+
+def test_per_layer_gradient_norms_make_up_the_global_norm_and_clipping_bounds_it():
+    model, stats = _one_step(clip=1e-3)
+    assert list(stats.grad_norms) == ["embedding", "blocks.0", "blocks.1", "head"]
+    total = math.sqrt(sum(value ** 2 for value in stats.grad_norms.values()))
+    assert total == pytest.approx(stats.grad_norm, rel=1e-5) and stats.grad_norm > 1e-3
+    clipped = math.sqrt(sum(value ** 2 for value in gradient_norms(model).values()))  # the gradient Adam used
+    assert clipped == pytest.approx(1e-3, rel=1e-4)
+    assert 0.0 <= stats.accuracy <= 1.0
+    model, stats = _one_step(clip=0.0)  # no clipping: the gradient is left as it was
+    assert math.sqrt(sum(v ** 2 for v in gradient_norms(model).values())) == pytest.approx(stats.grad_norm, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# RunSpec
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(task="poetry"), "task"), (dict(mask="none"), "masks"), (dict(task="shapes", mask="none", pos_encoding="rope"),
+                                                                   "position encodings"),
+    (dict(n_layers=7), "n_layers"), (dict(d_model=24, n_heads=8, pos_encoding="rope"), "RoPE"),
+    (dict(d_model=30, n_heads=4), "divisible"), (dict(dropout=1.0), "dropout"), (dict(schedule="warm"), "schedule")])
+def test_run_spec_refuses_what_cannot_train(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        RunSpec(**changes)
+
+
+def test_every_recipe_is_a_valid_spec():
+    for name, changes in live.RECIPES.items():
+        spec = RunSpec(**changes)
+        assert spec.describe(), name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A run: progress, snapshots, threads
+# ---------------------------------------------------------------------------------------------------------
+
+def test_a_run_trains_and_keeps_every_step_and_its_snapshots(reversal_run):
+    view = reversal_run.view()
+    assert view.status == "finished" and not view.alive and view.steps_done == 24 and view.progress == 1.0
+    assert list(view.history["step"]) == list(range(1, 25))
+    assert all(len(values) == 24 for values in (*view.history.values(), *view.grad_norms.values()))
+    assert list(view.grad_norms) == ["embedding", "blocks.0", "blocks.1", "head"]
+    assert [s.step for s in view.snapshots] == [0, *sorted(snapshot_steps(24))]
+    assert view.history["loss"][-5:].mean() < view.history["loss"][:5].mean()
+    assert view.threads == 1 and view.steps_per_second > 0
+    n = len(view.tokens)
+    for snapshot in view.snapshots:
+        assert snapshot.patterns.shape == (2, 2, n, n)
+        np.testing.assert_allclose(snapshot.patterns.sum(-1), 1.0, atol=1e-5)
+        assert np.all(snapshot.patterns[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)  # causal
+        expected = [[mirrored_score(snapshot.patterns[l, h], live.PROBE_LENGTH) for h in range(2)] for l in range(2)]
+        np.testing.assert_allclose(snapshot.scores, expected)
+    assert view.snapshots[0].patterns.tolist() != view.snapshots[-1].patterns.tolist()  # the heads changed
+
+
+def test_the_run_leaves_other_threads_torch_thread_count_alone(reversal_run):
+    before = torch.get_num_threads()
+    finished(RunSpec(steps=2, **TINY))
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    assert torch.get_num_threads() == before and seen == [before]
+
+
+def test_stop_ends_the_run_after_the_step_under_way_with_a_last_snapshot():
+    run = LiveRegistry().start(RunSpec(steps=20000, **TINY), "stopper")
+    for _ in range(600):
+        if run.view().steps_done >= 3:
+            break
+        run.join(0.1)
+    run.stop()
+    assert run.join(timeout=60)
+    view = run.view()
+    assert view.status == "stopped" and 3 <= view.steps_done < 20000
+    assert view.snapshots[-1].step == view.steps_done
+
+
+def test_one_run_per_owner_and_a_bounded_number_per_server():
+    runs = LiveRegistry(max_running=1, max_kept=2)
+    first = runs.start(RunSpec(steps=20000, **TINY), "a")
+    try:
+        with pytest.raises(SessionBusyError, match="already training"):
+            runs.start(RunSpec(**TINY), "a")
+        with pytest.raises(ServerBusyError, match="server is busy"):
+            runs.start(RunSpec(**TINY), "b")
+        assert runs.running() == 1 and runs.runs_of("a") == [first] and runs.get(first.run_id) is first
+    finally:
+        first.stop()
+        assert first.join(timeout=60)
+    second = runs.start(RunSpec(steps=2, **TINY), "b")
+    assert second.join(timeout=60)
+    third = runs.start(RunSpec(steps=2, **TINY), "b")  # max_kept=2: the oldest ended run is dropped
+    assert third.join(timeout=60)
+    assert runs.get(first.run_id) is None and runs.runs_of("b") == [second, third]
+
+
+def test_a_failing_run_reports_why_without_raising(monkeypatch):
+    def broken(task, size):
+        raise OSError("disk on fire")
+    monkeypatch.setattr(live, "shared_pool", broken)
+    view = finished(RunSpec(steps=2, **TINY)).view()
+    assert view.status == "failed" and "disk on fire" in view.message
+
+
+def test_an_image_run_snapshots_the_cls_token_and_every_patch():
+    view = finished(RunSpec(task="shapes", mask="none", steps=2, **TINY)).view()
+    assert view.status == "finished" and view.tokens[0] == "CLS" and len(view.tokens) == 65
+    assert view.snapshots[-1].patterns.shape == (2, 2, 65, 65) and view.snapshots[-1].scores is None
+    np.testing.assert_allclose(view.snapshots[-1].patterns.sum(-1), 1.0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Saving and loading back
+# ---------------------------------------------------------------------------------------------------------
+
+def test_a_saved_run_loads_back_like_a_bundled_model(reversal_run, user_dir):
+    path = reversal_run.save("tiny-reversal", reserved=["lm-rope"])
+    assert path == user_dir / "tiny-reversal" / "tiny-reversal.json"
+    assert sorted(p.name for p in user_dir.iterdir()) == ["tiny-reversal"]  # no temporary folder left
+    assert reversal_run.view().saved_as == "tiny-reversal"
+    model, card = load_checkpoint(registry.card_path("tiny-reversal", user_dir / "no-bundled-models-here"))
+    assert registry.is_user_run(card) and card.task == "reversal" and card.training["steps_done"] == 24
+    assert [c.name for c in registry.user_cards()] == ["tiny-reversal"]
+    # the recorder reads the loaded model: its patterns are those of the run's last snapshot
+    recording = record_text(model, live.probe_text("reversal"))
+    np.testing.assert_allclose(recording.patterns(), reversal_run.view().snapshots[-1].patterns, atol=1e-6)
+    np.testing.assert_allclose(record_probe(model, "reversal").patterns(), recording.patterns())
+    with zipfile.ZipFile(io.BytesIO(live.archive(path))) as archive:
+        assert sorted(archive.namelist()) == ["tiny-reversal/tiny-reversal.json",
+                                              "tiny-reversal/tiny-reversal.safetensors"]
+        assert archive.read("tiny-reversal/tiny-reversal.json") == path.read_bytes()
+
+
+@pytest.mark.parametrize("name, reserved, message", [
+    ("tiny-reversal", (), "already called"), ("lm-rope", ("lm-rope",), "bundled"), ("../escape", (), "name"),
+    ("Upper", (), "name"), ("", (), "name")])
+def test_saving_refuses_taken_and_bad_names(reversal_run, name, reserved, message):
+    if message == "already called":
+        reversal_run.save(name)
+    with pytest.raises(ValueError, match=message):
+        reversal_run.save(name, reserved=reserved)
+
+
+def test_a_run_still_training_cannot_be_saved():
+    run = LiveRegistry().start(RunSpec(steps=20000, **TINY), "saver")
+    try:
+        with pytest.raises(RunStateError, match="finished or stopped"):
+            run.save("too-early")
+    finally:
+        run.stop()
+        assert run.join(timeout=60)
+    run.save("after-stopping")
+    assert [c.name for c in registry.user_cards()] == ["after-stopping"]
+
+
+def test_half_written_runs_are_never_listed(user_dir):
+    (user_dir / ".x.1234.tmp").mkdir(parents=True)
+    (user_dir / "no-weights").mkdir()
+    (user_dir / "no-weights" / "no-weights.json").write_text("{}")
+    (user_dir / "broken").mkdir()
+    (user_dir / "broken" / "broken.json").write_text("not json")
+    (user_dir / "broken" / "broken.safetensors").write_bytes(b"")
+    assert registry.user_cards() == []
+    with pytest.raises(registry.UnknownModelError):
+        registry.card_path("no-weights", user_dir)
+
+
+def test_bundled_presets_are_untouched_by_the_new_options():
+    preset = presets(tokenizer().vocab_size)["lm-rope"]
+    assert (preset.schedule, preset.label_smoothing, preset.clip, preset.config.dropout) == ("cosine", 0.0, 1.0, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Figures of a run (core/figures/training.py)
+# ---------------------------------------------------------------------------------------------------------
+
+def test_running_mean_is_the_trailing_window_mean():
+    values = np.random.default_rng(0).normal(size=57)
+    expected = [values[max(0, i - 9):i + 1].mean() for i in range(57)]
+    np.testing.assert_allclose(running_mean(values, 10), expected)
+    assert running_mean(np.array([]), 5).size == 0
+
+
+def test_the_curves_draw_the_numbers_the_run_computed(reversal_run):
+    view = reversal_run.view()
+    other = {name: values * 2 for name, values in view.history.items()}
+    fig = training_curves([("A", view.history), ("B", other)], clips=[1.0, 1.0])
+    raw = [trace for trace in fig.data if trace.name.endswith("(each step)")]
+    assert [trace.name for trace in raw] == ["A (each step)"] * 3 + ["B (each step)"] * 3
+    np.testing.assert_array_equal(raw[0].y, view.history["loss"])
+    np.testing.assert_array_equal(raw[2].y, view.history["grad_norm"])
+    assert [shape.y0 for shape in fig.layout.shapes] == [1.0]  # one clipping line for the shared norm
+    layers = gradient_norm_figure(view.history["step"], view.grad_norms)
+    assert [t.name for t in layers.data][::2] == [f"{g} (each step)" for g in view.grad_norms]
+    for trace, values in zip(layers.data[::2], view.grad_norms.values()):
+        np.testing.assert_array_equal(trace.y, values)

@@ -1,0 +1,202 @@
+"""AppTest of the live-training page (pages/live_training.py): every setting, a short run started, watched to the end,
+saved into a temporary user directory and listed with the other models, a stopped run, the comparison, a reload
+from the URL, and the busy server's message. Runs are tiny (D=16, a few dozen steps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import PAGES, charts, ok
+from core import live, registry
+from pages._common import model_label, text_cards
+from tiny_models import write_tiny_models
+from vision_models import write_tiny_vits
+
+PAGE = str(PAGES / "live_training.py")
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory) -> Path:
+    """Tiny random bundled models: text ones and ViTs (the image page lists saved runs beside them)."""
+    return write_tiny_vits(write_tiny_models(tmp_path_factory.mktemp("models")))
+
+
+@pytest.fixture
+def user_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(registry.USER_DIR_ENV, str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+@pytest.fixture(autouse=True)
+def stop_runs():
+    """No run outlives its test."""
+    yield
+    for run in live.RUNS.runs():
+        run.stop()
+        run.join(timeout=60)
+
+
+@pytest.fixture
+def new_page(app, user_dir):
+    """new_page(**url params): the live-training page after its first run, checked for errors."""
+    def start(**query: str) -> AppTest:
+        at = app(PAGE, **query)
+        ok(at)
+        return at
+    return start
+
+
+def tiny(at: AppTest, steps: int = 30) -> None:
+    at.number_input(key="tr_steps").set_value(steps)
+    at.select_slider(key="tr_d").set_value(16)
+    at.select_slider(key="tr_batch").set_value(8)
+
+
+def start(at: AppTest) -> live.LiveRun:
+    at.button(key="tr_start").click().run()
+    ok(at)
+    run = live.RUNS.get(at.session_state["live_run"])
+    assert run is not None and at.query_params["run"] == run.run_id
+    return run
+
+
+def texts(at: AppTest) -> str:
+    return " ".join(str(e.value) for kind in ("markdown", "caption", "success", "info", "warning")
+                    for e in at.get(kind))
+
+
+def test_the_page_opens_with_the_tiny_preset_and_its_schedule(new_page):
+    at = new_page()
+    assert at.title[0].value == "Live training"
+    assert at.selectbox(key="tr_task").value == "reversal" and at.select_slider(key="tr_d").value == 32
+    assert not at.button(key="tr_start").disabled
+    assert charts(at), "no schedule preview"
+    assert "Peak 0.003 at step 50" in texts(at)
+    at.radio(key="tr_predict_warmup").set_value("fall more slowly, stall or jump up")
+    at.button(key="tr_predict_warmup__reveal").click().run()
+    ok(at)
+    assert "Yes." in texts(at) and "post-normalisation needs a warm-up" in texts(at)
+
+
+def test_every_setting_and_the_recipes(new_page):
+    at = new_page()
+    at.selectbox(key="tr_recipe").set_value("post-LN, no warm-up").run()
+    assert at.segmented_control(key="tr_norm").value == "post" and at.number_input(key="tr_warmup").value == 0
+    at.selectbox(key="tr_task").set_value("copy")
+    at.number_input(key="tr_layers").set_value(3)
+    at.select_slider(key="tr_heads").set_value(4)
+    at.select_slider(key="tr_d").set_value(64)
+    at.segmented_control(key="tr_norm").set_value("pre")
+    at.selectbox(key="tr_pe").set_value("rope")
+    at.selectbox(key="tr_mask").set_value("strided")
+    at.slider(key="tr_dropout").set_value(0.1)
+    at.select_slider(key="tr_lr").set_value(1e-3)
+    at.slider(key="tr_smoothing").set_value(0.1)
+    at.selectbox(key="tr_schedule").set_value("noam")
+    at.number_input(key="tr_warmup").set_value(100)
+    at.select_slider(key="tr_clip").set_value(0.0)
+    at.number_input(key="tr_steps").set_value(400)
+    at.select_slider(key="tr_batch").set_value(16)
+    at.number_input(key="tr_seed").set_value(7)
+    at.run()
+    ok(at)
+    assert "(D·w)^-0.5 = 0.0125 for D = 64, w = 100" in texts(at)  # 1/sqrt(6400)
+    at.selectbox(key="tr_task").set_value("shapes").run()  # rope and a text mask do not apply: back to defaults
+    ok(at)
+    assert at.selectbox(key="tr_pe").value == "learned" and at.selectbox(key="tr_mask").value == "none"
+
+
+def test_a_link_reproduces_the_settings(new_page):
+    at = new_page(tr_task="copy", tr_schedule="noam", tr_lr="0.001", tr_norm="post", tr_clip="0.5", tr_heads="4")
+    assert (at.selectbox(key="tr_task").value, at.selectbox(key="tr_schedule").value) == ("copy", "noam")
+    assert (at.select_slider(key="tr_lr").value, at.select_slider(key="tr_clip").value) == (1e-3, 0.5)
+    assert at.segmented_control(key="tr_norm").value == "post" and at.select_slider(key="tr_heads").value == 4
+
+
+def test_a_short_run_trains_shows_its_curves_and_snapshots_and_saves(new_page, user_dir):
+    at = new_page()
+    tiny(at)
+    at.run()
+    run = start(at)
+    assert at.button(key="tr_start").disabled  # one run at a time per session
+    assert run.join(timeout=120) and run.view().status == "finished"
+    at.run()
+    ok(at)
+    assert "Finished: step 30 of 30" in " ".join(p.proto.text for p in at.get("progress"))
+    assert len(charts(at)) >= 8  # curves, layers, head, all heads, scores, TokenNorm, residual, schedule
+    at.select_slider(key="tr_step").set_value(0)
+    at.selectbox(key="tr_head").set_value("L1 H1")
+    at.run()
+    ok(at)
+    at.radio(key="tr_predict_step").set_value("never")
+    at.button(key="tr_predict_step__reveal").click().run()
+    ok(at)
+    assert "You predicted *never*: right." in texts(at)  # 30 steps of a D=16 model: no mirrored head yet
+    at.text_input(key=f"tr_name_{run.run_id}").set_value("lm-rope")  # a bundled model's name is refused
+    at.button(key="tr_save").click().run()
+    assert [e.value for e in at.error] and "bundled" in at.error[0].value
+    at.text_input(key=f"tr_name_{run.run_id}").set_value("class-run")
+    at.button(key="tr_save").click().run()
+    ok(at)
+    assert "Saved as **class-run**" in texts(at) and at.get("download_button")
+    assert (user_dir / "class-run" / "class-run.safetensors").is_file()
+    cards = text_cards()  # what every text page's model picker lists: the bundled models, then the saved run
+    assert [card.name for card in cards][-1] == "class-run" and model_label(cards[-1]) == "class-run · your run"
+
+
+def test_stop_compare_and_reload(new_page):
+    at = new_page()
+    tiny(at, steps=20000)
+    at.run()
+    first = start(at)
+    at.button(key="tr_stop").click().run()
+    assert first.join(timeout=60) and first.view().status == "stopped"
+    at.run()
+    ok(at)
+    tiny(at, steps=20)
+    at.segmented_control(key="tr_norm").set_value("post")
+    at.run()
+    second = start(at)
+    assert second.join(timeout=120)
+    at.run()
+    ok(at)
+    assert at.selectbox(key="tr_a").options[0].startswith("#1") and len(at.selectbox(key="tr_b").options) == 2
+    at.selectbox(key="tr_a").set_value(at.selectbox(key="tr_a").options[1])
+    at.select_slider(key="tr_at").set_value(0)
+    at.run()
+    ok(at)
+    reloaded = new_page(run=second.run_id)  # a new session with the URL of the run: it shows the run again
+    assert "Finished: step 20 of 20" in " ".join(p.proto.text for p in reloaded.get("progress"))
+    assert reloaded.session_state["live_owner"] == second.owner
+    gone = new_page(run="0123456789ab")
+    assert "no longer in this server's memory" in texts(gone)
+
+
+def test_a_busy_server_says_so(new_page, monkeypatch):
+    monkeypatch.setattr(live.RUNS, "max_running", 0)
+    at = new_page()
+    tiny(at)
+    at.button(key="tr_start").click().run()
+    assert not at.exception
+    assert "server is busy" in " ".join(w.value for w in at.warning)
+    assert "live_run" not in at.session_state
+
+
+@pytest.mark.parametrize("page, spec", [
+    ("text_explorer.py", dict()),
+    ("token_norm.py", dict(norm="post")),
+    ("image_lab.py", dict(task="shapes", mask="none"))])
+def test_a_saved_run_opens_in_the_other_pages_like_a_bundled_model(app, user_dir, page, spec):
+    run = live.LiveRegistry().start(live.RunSpec(steps=3, d_model=16, batch_size=8, **spec), "saver")
+    assert run.join(timeout=120)
+    name = f"my-{page.removesuffix('.py')}"  # models are cached by name: one name per model, as saving ensures
+    run.save(name)
+    at = app(str(PAGES / page))
+    picker = at.sidebar.selectbox(key="model")
+    assert picker.options[-1] == f"{name} · your run"
+    picker.set_value(name).run()
+    ok(at)
+    assert at.get("plotly_chart") or at.get("vega_lite_chart")
