@@ -63,7 +63,8 @@ def masked_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Softmax over keys of scores whose masked entries are -inf: those weights are exactly 0, and a fully
     masked row is all 0 rather than NaN."""
     weights = torch.softmax(scores, dim=-1)  # exp(-inf) = 0 on masked entries; a row of only -inf gives NaN
-    return torch.nan_to_num(weights, nan=0.0)  # not in place: autograd needs the softmax's own output
+    empty = weights[..., :1].isnan()  # such a row is NaN throughout, any other has no NaN: one column tells
+    return weights.masked_fill(empty, 0.0) if bool(empty.any()) else weights
 
 
 class TokenNorm(nn.Module):
@@ -157,7 +158,7 @@ class MultiHeadSelfAttention(nn.Module):
         if cache is not None:  # the keys and values of the earlier tokens, then these: [B, start + N, H, K]
             k, v = cache.extend(prefix, k, v)
         # scores[h, n, n'] = k_{h,n'}.q_{h,n} / sqrt(K) (eq. 5, with footnote 8's scaling)
-        scores = torch.einsum("bihk,bjhk->bhij", q, k) / math.sqrt(self.head_dim)  # [B, H, N, start + N]
+        scores = torch.einsum("bihk,bjhk->bhij", q / math.sqrt(self.head_dim), k)  # [B, H, N, start + N]
         bias = self.position_bias(position, k.shape[1])
         if bias is not None:
             scores = scores + record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
