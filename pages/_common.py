@@ -155,7 +155,16 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     if isinstance(recording, str):
         show_input_error(recording)
         st.stop()
+    unknown_warning(recording.meta["unknown"])
     return text, recording
+
+
+def unknown_warning(unknown: list[bool]) -> None:
+    """A warning when some tokens are not in the model's vocabulary (a grammar sentence on an algorithmic model,
+    emoji, misspellings): the model reads them all as one [UNK] token."""
+    if any(unknown):
+        st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] "
+                   "(marked ⟨…⟩?).", icon=":material/help:")
 
 
 # ---------------------------------------------------------------------------------------------------------

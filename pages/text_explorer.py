@@ -27,8 +27,8 @@ from core.figures.attention import (HEAD_COLORS, MAX_HOVER_SCORES, MIN_LINE_WEIG
                                     rollout_heatmap, small_multiples, softmax_row_bar, token_labels)
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           get_recording, layer_head_picker, model_picker, notation_switch, show_input_error,
-                           text_cards, trained_alternative, trained_encodings)
+                           get_recording, layer_head_picker, model_picker, notation_switch, presenter_mode,
+                           show_input_error, text_cards, trained_alternative, trained_encodings, unknown_warning)
 
 NOTATION_CAPTIONS = {
     "common": "Common notation: row n is query n (the token doing the attending), columns are the keys n′ it "
@@ -37,6 +37,7 @@ NOTATION_CAPTIONS = {
              "n′; **each column sums to 1**. This is the transpose of the common layout.",
 }
 MASKED_NOTE = "Grey hatched cells are **masked**: the query may not see that key, its weight is exactly 0."
+SIDE_BY_SIDE_TOKENS = 24  # up to this many tokens the head's chart and all heads share a row
 PNG_NOTE = (":material/photo_camera: Every chart's toolbar (top right) has a camera button, **Download plot as a PNG**, that saves it as a "
             "PNG image; it works offline, in the browser.")
 
@@ -165,7 +166,8 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     name = model_name(recording)
     if baseline is None:
-        col_main, col_all = st.columns([3, 2], gap="large")
+        wide = len(tokens) > SIDE_BY_SIDE_TOKENS  # a long text needs the full width to keep its labels readable
+        col_main, col_all = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
         with col_main:
             st.markdown(f"**Layer {layer}, head {head}** · {labels[1]}")
             st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
@@ -175,7 +177,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
             downloads(recording, layer, head, notation)
         with col_all:
             st.subheader("All heads")
-            overview(recording, notation, (layer, head))
+            overview(recording, notation, (layer, head), wide=wide)
     else:
         height = int(np.clip(22 * len(tokens) + 200, 420, 720))
         col_a, col_b, col_d = st.columns(3)
@@ -203,7 +205,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)))
         downloads(recording, layer, head, notation)
         st.subheader("All heads (B)")
-        overview(recording, notation, (layer, head))
+        overview(recording, notation, (layer, head), wide=True)
     st.caption(PNG_NOTE)
 
 
@@ -226,8 +228,8 @@ def breakdown_markdown(b: QKBreakdown, notation: str, encoding: str = "") -> str
         rows.append(("3 · position bias", f"+ b = {_number(b.bias)}, this head's {encoding or 'position'} bias",
                      _number(b.scaled + b.bias)))
     else:
-        rows.append(("3 · position bias", f"none: {encoding or 'this encoding'} adds no bias to the scores",
-                     _number(b.scaled)))
+        rows.append(("3 · position bias", "none: no position encoding, no bias" if encoding == "none" else
+                     f"none: {encoding or 'this encoding'} adds no bias to the scores", _number(b.scaled)))
     rows.append(("4 · mask", "allowed: the score s is kept" if b.allowed
                  else "**masked**: the key is hidden from the query, s = −∞", _number(b.score)))
     if b.allowed:
@@ -277,7 +279,9 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
             columns.update({"q_i before RoPE": b.q_unrotated, "k_i before RoPE": b.k_unrotated})
         st.dataframe(pd.DataFrame(columns).round(4), hide_index=True, height=min(35 * (b.head_dim + 1) + 3, 318),
                      key="qk_vectors",
-                     column_config={"i": st.column_config.NumberColumn("i", help="component", width=40)})
+                     column_config={"i": st.column_config.NumberColumn("i", help="component", width=40),
+                                    **{name: st.column_config.NumberColumn(format="%.4f")
+                                       for name in columns if name != "i"}})
         st.caption(f"Summing the q_i k_i column gives **k·q = {_number(b.dot)}**."
                    + (" RoPE rotates each pair of components by an angle that depends on the position, so the "
                       "rotated q and k differ from hook_q and hook_k." if b.rotated else ""))
@@ -317,11 +321,14 @@ def _open_head(source: str) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
 
 
-def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> None:
-    """Every layer x head as small multiples (the selected one outlined), with buttons that open one."""
+def overview(recording: Recording, notation: str, selected: tuple[int, int], wide: bool = False) -> None:
+    """Every layer x head as small multiples (the selected one outlined), with buttons that open one. The tiles
+    are sized to the column's width (about 300 px beside the head, 520 px on the full width), so the grid is not
+    shrunk into a tall, mostly empty chart."""
     m, h = recording.n_layers, recording.config.n_heads
     st.plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
-                                    masked=masked_of(recording, 0), cell_px=int(np.clip(520 / h, 80, 150)),
+                                    masked=masked_of(recording, 0),
+                                    cell_px=int(np.clip((520 if wide else 300) / h, 50, 150)),
                                     tokens=recording.meta["tokens"]),
                     key="overview_chart", config=png_config(f"{model_name(recording)}_all_heads_{notation}", zoom=False))
     st.pills("Open a head", [f"L{layer} H{head}" for layer in range(m) for head in range(h)], key="open_head",
@@ -423,6 +430,8 @@ def summaries_table(recording: Recording) -> None:
                "Averages over the queries of this text.")
 
 
+NOT_THE_PICKERS = ("The Layer and Head pickers above choose the head of the first two tabs; they do not change "
+                   "this view.")
 VIEWS = ("Attention pattern", "One score, step by step", "Head view", "Rollout", "Head summaries")
 
 
@@ -443,12 +452,15 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
             score_breakdown(recording, layer, head, notation, compared=compared)
     if tabs["Head view"].open:
         with tabs["Head view"]:
+            st.caption(f"{NOT_THE_PICKERS} Choose this view's layer and heads on the right.")
             lines_section(recording, notation, compared=compared)
     if tabs["Rollout"].open:
         with tabs["Rollout"]:
+            st.caption(f"{NOT_THE_PICKERS} Rollout combines every layer and head.")
             rollout_section(recording, notation, compared=compared)
     if tabs["Head summaries"].open:
         with tabs["Head summaries"]:
+            st.caption(f"{NOT_THE_PICKERS} One row per head of every layer.")
             summaries_table(recording)
 
 
@@ -458,6 +470,7 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
 
 st.title("Text explorer")
 st.caption("Type a sentence and see where each attention head of a small trained transformer looks.")
+presenter_mode()
 cards = text_cards()
 card = model_picker(cards)
 notation = notation_switch()
@@ -484,9 +497,7 @@ if problem is not None:
 tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
 shown_tokens = " ".join(token_labels(tokens, unknown)).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
-if any(unknown):
-    st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] "
-               "(marked ⟨…⟩?).", icon="❓")
+unknown_warning(unknown)
 chosen_card = next((c for c in cards if c.name == chosen.model), card)
 labels = (own.describe(card), chosen.describe(chosen_card))
 st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")

@@ -3,7 +3,8 @@
 Per token and layer: the mean and std TokenNorm removes and divides by, γ and β, the vector before and after; and
 seed 001's figure 5 (TokenNorm vs BatchNorm) on the actual activations. All numbers come from core/lens.py.
 
-URL parameters (all widgets are bound): model, notation (sidebar); text, layer, norm, token, feature.
+URL parameters (all widgets are bound): model, notation, presenter (sidebar); text, layer, norm, token, feature,
+predict_standardised.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from core.figures.attention import token_labels  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from pages._common import (BIND, get_model, model_picker, models_dir, notation_switch,  # noqa: E402
-                           text_cards, typed_text_recording)
+                           predict_then_reveal, presenter_mode, text_cards, typed_text_recording)
 
 PLOT_CONFIG = {"displaylogo": False}
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
@@ -51,6 +52,16 @@ def long_csv(view, tokens, setting_label: str) -> str:
     return f"# {setting_label}\n" + frame.to_csv(index=False, float_format="%.6g")
 
 
+def reveal_standardised(standardized: np.ndarray, prediction: str | None) -> None:
+    """The mean and std of every token's standardised vector, as the model computed them (before γ, β)."""
+    stats = tokennorm_statistics(standardized)
+    st.markdown(f"Over the {len(stats.mean)} tokens, the standardised vectors' means run from "
+                f"**{stats.mean.min():.1e}** to **{stats.mean.max():.1e}** and their standard deviations from "
+                f"**{stats.std.min():.4f}** to **{stats.std.max():.4f}**: every token ends with mean 0 and std 1 "
+                "(a hair under 1: ε in √(var + ε)), however large it was before."
+                + ("" if prediction is None else f" You predicted: *{prediction}*."))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The page
 # ---------------------------------------------------------------------------------------------------------
@@ -61,6 +72,7 @@ st.caption("Before attention and before the MLP, every token's vector is normali
            "(seed 001 §2.3, which calls LayerNorm *TokenNorm* for this reason).")
 st.latex(r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d,"
          r"\qquad \mathrm{mean}(x_n) = \tfrac1D \textstyle\sum_d x_{d,n}")
+presenter_mode()
 cards = text_cards()
 card = model_picker(cards)
 notation = notation_switch()
@@ -97,6 +109,12 @@ st.caption(f"Showing **{where}** of {card.name} on {len(tokens)} tokens (with [B
            f"Recomputing the output from mean, std, γ and β agrees with the recorded one to "
            f"{view.max_abs_error:.1e}.")
 
+predict_then_reveal("predict_standardised", "After TokenNorm (before γ and β), what are the mean and the standard "
+                    "deviation of each token's vector?",
+                    ["mean 0 and std 1, for every token", "they still differ from token to token",
+                     "mean 0, but the std differs"], lambda prediction: reveal_standardised(view.standardized,
+                                                                                           prediction))
+
 # --- every token's statistics -----------------------------------------------------------------------------
 st.subheader("What TokenNorm removes from each token")
 col_stats, col_table = st.columns([5, 4], gap="large")
@@ -122,8 +140,8 @@ st.plotly_chart(token_norm_bars(view.before[token], view.standardized[token], vi
                                 float(view.mean[token]), float(view.std[token]), view.gamma, view.beta),
                 key="token_chart", config=PLOT_CONFIG)
 st.caption("Top: the vector TokenNorm receives, with its mean (solid) and mean ± std (dotted). Middle: centred and "
-           "divided by the std (dotted lines at ±1). Bottom: scaled by γ (red dashes) and shifted by β (cyan dots), "
-           "learned per feature and the same for every token.")
+           "divided by the std (dotted lines at ±1). Bottom: scaled by γ (vermillion dashes) and shifted by β "
+           "(black dots), learned per feature and the same for every token.")
 
 # --- figure 5 on these activations ------------------------------------------------------------------------
 st.subheader("TokenNorm vs BatchNorm on these activations (seed 001, figure 5)")

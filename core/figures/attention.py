@@ -316,7 +316,7 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
                      ticktext=[f"L{layer}" for layer in range(m)], autorange="reversed", scaleanchor="x",
                      showgrid=False, zeroline=False, constrain="domain", constraintoward="top", automargin=False,
                      ticks="")
-    fig.update_layout(height=int(cell_px * m + 75), margin=dict(l=30, r=5, t=45, b=5),
+    fig.update_layout(height=int(cell_px * m + 90), margin=dict(l=30, r=5, t=60, b=5),  # head names below the modebar
                       plot_bgcolor="white", showlegend=False, shapes=shapes, template=LEAN_TEMPLATE)
     return fig
 

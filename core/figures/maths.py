@@ -27,8 +27,14 @@ def _rounded(z: np.ndarray) -> np.ndarray:
 
 
 def _dense_ticks(count: int) -> dict:
-    """Small tick labels on a crowded axis; otherwise the figure's font size (large in presenter mode)."""
-    return dict(size=8) if count > 24 else {}
+    """Smaller tick labels on a crowded axis (10 px, still readable); otherwise the figure's font size (large in
+    presenter mode)."""
+    return dict(size=10) if count > 24 else {}
+
+
+def _row_ticks(rows: int) -> dict:
+    """Every row labelled while they fit (a 12×12 score matrix named only every other key), else about 16 labels."""
+    return dict(dtick=1) if rows <= 32 else dict(nticks=17)
 
 
 def matrix_heatmap(matrix: np.ndarray, column_labels: Sequence[str], row_labels: Sequence[str] | None = None, *,
@@ -68,7 +74,7 @@ def matrix_heatmap(matrix: np.ndarray, column_labels: Sequence[str], row_labels:
         xaxis=dict(title=dict(text=column_title), type="category", tickangle=-60 if cols > 6 else 0,
                    tickfont=_dense_ticks(cols), showgrid=False),
         yaxis=dict(title=dict(text=row_title), type="category", autorange="reversed", showgrid=False,
-                   tickfont=_dense_ticks(rows), nticks=min(rows, 33)))
+                   tickfont=_dense_ticks(rows), **_row_ticks(rows)))
     return go.Figure(heatmap, layout)
 
 

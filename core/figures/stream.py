@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.attention import token_labels
+from core.figures.attention import HEAD_COLORS, token_labels
 
 NORM_COLORSCALE = "Viridis"
 VALUE_COLORSCALE = "RdBu_r"
@@ -152,7 +152,8 @@ def prediction_bars(labels: Sequence[str], probs: np.ndarray, *, title: str = ""
 def token_norm_bars(before: np.ndarray, standardized: np.ndarray, after: np.ndarray, mean: float, std: float,
                     gamma: np.ndarray, beta: np.ndarray, *, title: str = "") -> go.Figure:
     """One token through TokenNorm, feature by feature (d across): the vector before with its mean and mean ± std,
-    the standardised vector (x - mean) / std with 0 and ±1, and the output z·γ + β with γ and β drawn over it."""
+    the standardised vector (x - mean) / std with 0 and ±1, and the output z·γ + β with γ and β drawn over it.
+    Okabe–Ito colours: purple standardised, green output, vermillion γ, black β (colour-blind safe)."""
     d = np.arange(len(before))
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=(
         f"before: x_n (mean {mean:.3f}, std {std:.3f})", "standardised: (x_n − mean) / std",
@@ -163,17 +164,17 @@ def token_norm_bars(before: np.ndarray, standardized: np.ndarray, after: np.ndar
         fig.add_trace(go.Scatter(x=[d[0] - 0.5, d[-1] + 0.5], y=[value, value], mode="lines", name=name or "",
                                  showlegend=name is not None, legendgroup=name or "mean ± std",
                                  line=dict(color=HIGHLIGHT, dash=dash), hoverinfo="skip"), row=1, col=1)
-    fig.add_trace(go.Bar(x=d, y=_compact(standardized), name="standardised", marker_color="#9467bd",
+    fig.add_trace(go.Bar(x=d, y=_compact(standardized), name="standardised", marker_color=HEAD_COLORS[3],
                          hovertemplate="d=%{x}: %{y:.4f}<extra>standardised</extra>"), row=2, col=1)
     for value in (-1.0, 1.0):
         fig.add_hline(y=value, line=dict(color="#444", dash="dot", width=1), row=2, col=1)
-    fig.add_trace(go.Bar(x=d, y=_compact(after), name="after", marker_color="#2ca02c",
+    fig.add_trace(go.Bar(x=d, y=_compact(after), name="after", marker_color=HEAD_COLORS[2],
                          hovertemplate="d=%{x}: %{y:.4f}<extra>after</extra>"), row=3, col=1)
     fig.add_trace(go.Scatter(x=d, y=_compact(gamma), mode="markers", name="γ (scale)",
-                             marker=dict(symbol="line-ew", size=9, line=dict(width=2, color="#d62728")),
+                             marker=dict(symbol="line-ew", size=9, line=dict(width=2, color=HEAD_COLORS[1])),
                              hovertemplate="d=%{x}: γ=%{y:.4f}<extra></extra>"), row=3, col=1)
     fig.add_trace(go.Scatter(x=d, y=_compact(beta), mode="markers", name="β (shift)",
-                             marker=dict(symbol="circle", size=4, color="#17becf"),
+                             marker=dict(symbol="circle", size=4, color=HEAD_COLORS[6]),
                              hovertemplate="d=%{x}: β=%{y:.4f}<extra></extra>"), row=3, col=1)
     fig.update_xaxes(title_text="feature d", row=3, col=1)
     fig.update_layout(title_text=title, height=640, bargap=0.1, margin=dict(l=10, r=10, t=70 if title else 40, b=10),
