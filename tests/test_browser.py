@@ -115,6 +115,14 @@ def wait_idle(page) -> None:
     page.wait_for_timeout(500)
 
 
+def load(page, url: str, charts: int) -> None:
+    """Open `url`, wait for `charts` charts and the end of the run; no exception box."""
+    page.goto(url)
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {charts}")
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+
+
 def head_chart_axis_title(page) -> str:
     return page.locator(CHART).first.locator(".g-ytitle").text_content()
 

@@ -4,30 +4,17 @@
 Run with `pytest -m browser tests/test_browser_lessons_mc.py`. Reuses the server, page and screenshot fixtures of
 tests/test_browser.py (the app on small random models)."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("_attention_lab_test_browser",
-                                               Path(__file__).with_name("test_browser.py"))
-_browser = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_browser)
-server, page, shoot, wait_idle = _browser.server, _browser.page, _browser.shoot, _browser.wait_idle  # fixtures
-CHART, ERROR = _browser.CHART, _browser.ERROR
+from test_browser import CHART, CHROMIUM, ERROR, load, page, server, shoot, wait_idle  # noqa: F401 (fixtures)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not Path(_browser.CHROMIUM).exists(), reason="no Chromium"),
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium"),
               pytest.mark.skipif(not all(f'url_path="{p}"' in APP.read_text() for p in ("maths", "attention_cost")),
                                  reason="app.py's navigation does not list the maths and cost pages yet")]
-
-
-def load(page, url: str, charts: int) -> None:
-    page.goto(url)
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {charts}")
-    wait_idle(page)
-    assert page.locator(ERROR).count() == 0
 
 
 def chart_text(page, index: int) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHART, CHROMIUM, ERROR, page, server, shoot, wait_idle  # noqa: F401
+from test_browser import CHART, CHROMIUM, ERROR, load, page, server, shoot, wait_idle  # noqa: F401
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
@@ -17,13 +17,6 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not all(f'url_path="{p}"' in APP.read_text() for p in ("positions_lab", "masks_lab")),
                                  reason="app.py's navigation does not list the positions and masks pages yet")]
 GRID_CELL = ".vega-embed path[aria-label]"  # the mask grid's cells (Vega draws them as SVG paths)
-
-
-def load(page, url: str, charts: int) -> None:
-    page.goto(url)
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {charts}")
-    wait_idle(page)
-    assert page.locator(ERROR).count() == 0
 
 
 def chart_title(page, index: int) -> str:
