@@ -153,7 +153,7 @@ def compare_on_recording(rec: Recording, layer: int, head: int) -> KernelCompari
     hook = partial(block_hook, layer)
     rotated = hook("attn.hook_rot_q") in rec
     names = ("attn.hook_rot_q", "attn.hook_rot_k") if rotated else ("attn.hook_q", "attn.hook_k")
-    q, k, v = (torch.from_numpy(rec[hook(name)][:, head]).double() for name in (*names, "attn.hook_v"))  # [N, K]
+    q, k, v = (rec.tensors[hook(name)][:, head].double() for name in (*names, "attn.hook_v"))  # [N, K]
     allowed = ~np.isneginf(rec.scores(layer)[head])  # [N(query), N(key)]
     causal = not np.triu(allowed, 1).any()
     exact = bool(np.array_equal(allowed, np.tril(np.ones_like(allowed))) if causal else allowed.all())

@@ -39,7 +39,10 @@ class Recording:
     meta: dict[str, Any] = field(default_factory=dict)  # tokens, ids, mask, pe, model name...
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.tensors[name].numpy()
+        """The array under a hook name, read-only: one recording may be shared by every session (core.lru)."""
+        array = self.tensors[name].numpy()
+        array.flags.writeable = False
+        return array
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -47,6 +50,11 @@ class Recording:
     @property
     def names(self) -> list[str]:
         return list(self.tensors)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the recorded tensors hold."""
+        return sum(tensor.element_size() * tensor.nelement() for tensor in self.tensors.values())
 
     @property
     def n_tokens(self) -> int:

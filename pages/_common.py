@@ -10,6 +10,7 @@ Set ATTENTION_LAB_MODELS_DIR to read the model cards from another folder than as
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -25,6 +26,7 @@ from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from core import registry  # noqa: E402
 from core.checkpoint import ModelCard  # noqa: E402
 from core.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS, ConfigError  # noqa: E402
+from core.lru import ByteLRU  # noqa: E402
 from core.masks import MaskSpec  # noqa: E402
 from core.model import Transformer  # noqa: E402
 from core.record import TextInputError, record_text  # noqa: E402
@@ -114,9 +116,29 @@ class Setting:
         return " · ".join(parts)
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the model…")
-def _cached_recording(model: str, text: str, mask: str | None, window: int, stride: int, pe: str | None,
-                      directory: str) -> Recording | str:
+RESULTS_MB = 384  # every session's recordings together (lm-rope-long at 512 tokens: 53 MB each)
+
+
+@st.cache_resource
+def _results() -> ByteLRU:
+    """One store for the process: sessions share recordings, none is copied (see core/lru.py)."""
+    return ByteLRU(RESULTS_MB * 2**20)
+
+
+def shared_result(function):
+    """Cache `function`'s results by its (hashable) arguments in the process's ByteLRU: like st.cache_data, but
+    a hit hands out the stored object itself instead of unpickling a copy (0.3 s for a 512-token recording).
+    What it returns must not be changed by its callers: a Recording's arrays are read-only."""
+    @functools.wraps(function)
+    def cached(*args):
+        return _results().get_or_compute((function.__module__, function.__qualname__, args),
+                                         lambda: function(*args))
+    return cached
+
+
+@shared_result
+def _recording(model: str, text: str, mask: str | None, window: int, stride: int, pe: str | None,
+               directory: str) -> Recording | str:
     """The recording, or the one-line message saying why the text or setting cannot be run."""
     try:
         transformer, card = get_model(model, directory)
@@ -125,18 +147,14 @@ def _cached_recording(model: str, text: str, mask: str | None, window: int, stri
             cfg = transformer.cfg
             spec = MaskSpec(mask, window or cfg.window, cfg.is_causal, stride or cfg.stride)
         return record_text(transformer, text, mask=spec, pe=pe, card=card)
-    except (TextInputError, ConfigError) as error:
-        return str(error)
-    except registry.UnknownModelError as error:
-        return str(error)
-    except ValueError as error:  # e.g. a length the model refuses
-        return str(error)
+    except (TextInputError, ConfigError, registry.UnknownModelError, ValueError) as error:
+        return str(error)  # ValueError: e.g. a length the model refuses
 
 
 def get_recording(setting: Setting, text: str) -> Recording | str:
     """Cached by (model name, text, mask kind, window, stride, pe): the Recording or an error message."""
     s = setting.normalised()
-    return _cached_recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
+    return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
 
 
 def show_input_error(message: str) -> None:

@@ -36,7 +36,7 @@ from core.position_lab import ROUNDING, incremental_change  # noqa: E402
 from core.record import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, model_picker, models_dir,  # noqa: E402
-                           predict_then_reveal, presenter_mode, show_input_error, text_cards)
+                           predict_then_reveal, presenter_mode, shared_result, show_input_error, text_cards)
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
@@ -56,7 +56,7 @@ def literal(token: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", token)
 
 
-@st.cache_data(max_entries=32, show_spinner="Running the model…")
+@shared_result
 def masked_run(model_name: str, text: str, rows: MaskRows, directory: str) -> tuple[Recording, np.ndarray]:
     """The recording under this mask, and the incremental analysis under it ([M+1, N-1])."""
     model, card = get_model(model_name, directory)

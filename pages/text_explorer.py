@@ -4,8 +4,10 @@ URL parameters (all widgets are bound): model, notation (sidebar); text, mask, w
 layer, head (the chosen head), view (the open tab), qk_query, qk_key (the score taken apart), lines_layer,
 lines_heads, lines_token (the head view), rollout_residual (the rollout).
 
-The views sit in lazy tabs: only the open one runs and is drawn. The pickers and tabs are one fragment, and the
-score breakdown, the head view and the rollout fragments inside it: changing their own controls reruns only them.
+Reruns are kept small, from the outside in: typing or the sidebar reruns the page; the toggles (mask, position
+encoding, compare) and everything below them are one fragment, so a toggle reruns that part only; inside it the
+layer and head pickers and the tabs are another, and the score breakdown, the head view and the rollout are
+fragments of their own. The views sit in lazy tabs: only the open one runs and is drawn.
 """
 
 from __future__ import annotations
@@ -464,6 +466,36 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
             summaries_table(recording)
 
 
+@st.fragment
+def explorer(card, cards, text: str, notation: str) -> None:
+    """The toggles, the recording(s) they ask for and the views. A fragment: a toggle reruns this part only, not
+    the sidebar, the title and the text box (typing reruns the whole page)."""
+    own, chosen, compare, notes = toggles(card, cards)
+    for note in notes:
+        st.info(note, icon="ℹ️")
+    recording = get_recording(chosen, text)
+    baseline = None
+    if compare:
+        if chosen.normalised() == own.normalised():
+            st.info("Compare mode: choose a different mask or position encoding above to compare it with the "
+                    "model's own setting.", icon="ℹ️")
+        else:
+            baseline = get_recording(own, text)
+    problem = next((r for r in (recording, baseline) if isinstance(r, str)), None)
+    if problem is not None:
+        show_input_error(problem)
+        return
+    tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
+    shown_tokens = (" ".join(token_labels(tokens, unknown))
+                    .replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
+    unknown_warning(unknown)
+    chosen_card = next((c for c in cards if c.name == chosen.model), card)
+    labels = (own.describe(card), chosen.describe(chosen_card))
+    st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")
+    views(recording, baseline, labels, notation)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The page
 # ---------------------------------------------------------------------------------------------------------
@@ -477,29 +509,4 @@ notation = notation_switch()
 text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
                     help="Lowercase words from the grammar work best; unknown words are shown as ⟨word⟩?. "
                          "Press Ctrl+Enter (or click outside) to run.")
-own, chosen, compare, notes = toggles(card, cards)
-for note in notes:
-    st.info(note, icon="ℹ️")
-
-recording = get_recording(chosen, text or "")
-baseline = None
-if compare:
-    if chosen.normalised() == own.normalised():
-        st.info("Compare mode: choose a different mask or position encoding above to compare it with the model's "
-                "own setting.", icon="ℹ️")
-    else:
-        baseline = get_recording(own, text or "")
-problem = next((r for r in (recording, baseline) if isinstance(r, str)), None)
-if problem is not None:
-    show_input_error(problem)
-    st.stop()
-
-tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-shown_tokens = " ".join(token_labels(tokens, unknown)).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
-unknown_warning(unknown)
-chosen_card = next((c for c in cards if c.name == chosen.model), card)
-labels = (own.describe(card), chosen.describe(chosen_card))
-st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")
-
-views(recording, baseline, labels, notation)
+explorer(card, cards, text or "", notation)

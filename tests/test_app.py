@@ -106,6 +106,19 @@ def test_mask_ablations(app, kind, extra):
         assert f"{kind}({value}" in " ".join(c.value for c in app.caption)
 
 
+def test_a_toggle_and_back_reuses_the_shared_recording(app):
+    """Recordings live in one store for the process (pages/_common.py): toggling back finds the very same object,
+    nothing pickled or copied."""
+    from pages._common import Setting, get_recording
+
+    text = app.text_area(key="text").value
+    first = get_recording(Setting("lm-rope"), text)
+    app.selectbox(key="mask").select("none").run()
+    app.selectbox(key="mask").select("own").run()
+    assert_ok(app)
+    assert get_recording(Setting("lm-rope"), text) is first
+
+
 def test_position_encoding_ablation_offers_only_runnable_encodings(app):
     options = app.selectbox(key="pe").options
     assert "learned" not in " ".join(options) and "relative" not in " ".join(options)

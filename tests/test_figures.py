@@ -317,3 +317,32 @@ def test_png_config_shows_the_modebar_with_a_png_download():
     assert config["toImageButtonOptions"] == {"format": "png", "filename": "lm-rope_pattern", "scale": 2}
     assert "toImage" not in config["modeBarButtonsToRemove"]
     assert "zoom2d" in png_config("x", zoom=False)["modeBarButtonsToRemove"]
+
+
+@pytest.mark.parametrize("notation", ["common", "paper"])
+@pytest.mark.parametrize("n", [4, 200])
+def test_lean_figures_pass_plotly_validation_in_full(notation, n):
+    """head_heatmap, difference_heatmap, small_multiples and rollout_heatmap skip plotly's validation on the way in
+    (lean_figure, for speed): their output must still be a valid figure, property by property."""
+    pattern, scores = causal_pattern(n)
+    tokens = [f"w{i}" for i in range(n)]
+    figures = [head_heatmap(pattern, tokens, scores, notation=notation),
+               difference_heatmap(pattern, pattern.T, tokens, notation=notation, masked_a=np.isneginf(scores)),
+               small_multiples(np.stack([np.stack([pattern, pattern])] * 2), notation=notation, selected=(1, 0),
+                               masked=np.isneginf(scores), tokens=tokens),
+               rollout_heatmap(pattern, tokens, notation=notation)]
+    for fig in figures:
+        validated = go.Figure(fig.to_dict())  # raises ValueError on any unknown property or bad value
+        sent, checked = json.loads(fig.to_json())["data"][0], json.loads(validated.to_json())["data"][0]
+        for key in ("z", "x", "y", "customdata", "hovertemplate", "zmin", "zmax"):
+            assert sent.get(key) == checked.get(key), key
+        assert isinstance(sent["colorscale"], str)  # a plotly.js scale name, which the validator spells out
+
+
+def test_at_most_80_tick_labels_per_axis_and_the_hover_still_names_every_token():
+    pattern, scores = causal_pattern(512)
+    tokens = [f"w{i}" for i in range(512)]
+    fig = head_heatmap(pattern, tokens, scores)
+    assert len(fig.layout.xaxis.ticktext) <= 80 and len(fig.layout.yaxis.ticktext) <= 80
+    assert list(fig.layout.xaxis.ticktext[:2]) == ["w0", "w7"]  # every 7th token
+    assert len(fig.data[0].x) == len(fig.data[0].y) == 512

@@ -103,7 +103,7 @@ def test_the_logit_lens_at_the_last_layer_is_the_models_own_top_k(any_ln):
 
 def test_the_logit_lens_recomputes_ln_final_statistics_on_the_intermediate_stream(pre_ln):
     model, rec = pre_ln
-    resid = torch.from_numpy(rec["blocks.0.hook_resid_post"])
+    resid = rec.tensors["blocks.0.hook_resid_post"]
     ln = model.ln_final
     with torch.no_grad():  # an independent implementation: torch's layer_norm, then the unembedding
         expected = model.unembed(F.layer_norm(resid, (rec.config.d_model,), ln.weight, ln.bias, ln.eps)).numpy()
@@ -114,7 +114,7 @@ def test_temperature_one_reproduces_softmax_of_the_logits(pre_ln):
     _, rec = pre_ln
     row = rec["logits"][-1]
     ids, probs = lens.final_prediction(row, temperature=1.0, top_k=row.shape[0])
-    expected = torch.softmax(torch.from_numpy(row).double(), -1).numpy()
+    expected = torch.softmax(torch.tensor(row, dtype=torch.float64), -1).numpy()
     np.testing.assert_allclose(probs, expected[ids], atol=1e-9)
     assert np.all(np.diff(probs) <= 0) and abs(probs.sum() - 1) < 1e-9
     assert ids[0] == int(np.argmax(row))

@@ -65,7 +65,7 @@ def test_softmax_attention_reproduces_the_models_head_output():
     model = tiny_model(pos_encoding="rope")
     rec = record_text(model, TEXT)
     for head in range(model.cfg.n_heads):
-        q, k, v = (torch.from_numpy(rec[f"blocks.1.attn.{name}"][:, head]).double()
+        q, k, v = (rec.tensors[f"blocks.1.attn.{name}"][:, head].double()
                    for name in ("hook_rot_q", "hook_rot_k", "hook_v"))
         np.testing.assert_allclose(softmax_attention(q, k, v, causal=True).numpy(),
                                    rec["blocks.1.attn.hook_z"][:, head], atol=1e-5)
@@ -86,7 +86,7 @@ def test_comparison_on_a_recording(changes, causal, exact, bias):
     np.testing.assert_array_equal(c.softmax_out, rec["blocks.1.attn.hook_z"][:, 0])
     np.testing.assert_array_equal(c.masked, np.isneginf(rec.scores(1)[0]))
     names = ("hook_rot_q", "hook_rot_k") if changes["pos_encoding"] == "rope" else ("hook_q", "hook_k")
-    q, k, v = (torch.from_numpy(rec[f"blocks.1.attn.{name}"][:, 0]).double() for name in (*names, "hook_v"))
+    q, k, v = (rec.tensors[f"blocks.1.attn.{name}"][:, 0].double() for name in (*names, "hook_v"))
     np.testing.assert_allclose(c.linear_out, linear_attention_explicit(q, k, v, causal).numpy(), atol=1e-10)
     np.testing.assert_allclose(c.linear_pattern.sum(1), 1.0, atol=1e-12)
     assert (c.linear_pattern[c.linear_masked] == 0).all()

@@ -156,7 +156,7 @@ def test_token_norm_statistics_match_layer_norm():
         for p in model.blocks[0].ln1.parameters():
             p.normal_()
     rec = record(model, ids(10))
-    x = torch.from_numpy(rec["blocks.0.hook_resid_pre"])
+    x = rec.tensors["blocks.0.hook_resid_pre"]
     ln = model.blocks[0].ln1
     expected = F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps).detach()
     np.testing.assert_allclose(rec["blocks.0.ln1.hook_normalized"], expected.numpy(), atol=1e-5)

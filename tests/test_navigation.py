@@ -27,3 +27,12 @@ def test_every_page_is_a_file_and_its_url_is_its_file_name():
 def test_every_page_leaves_the_old_multipage_mode_through_the_shared_module():
     for stem, _ in pages_in_menu():
         assert "from pages._common import" in (ROOT / "pages" / f"{stem}.py").read_text(), stem
+
+
+def test_no_forced_full_garbage_collection_after_each_run():
+    """Streamlit's default gc.collect(2) after every run took 150-300 ms with torch loaded and held the GIL while the
+    run's last messages (the charts) waited to be sent (.streamlit/config.toml, [runner])."""
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["postScriptGC"] is False

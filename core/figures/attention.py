@@ -84,11 +84,15 @@ def _tick_font_size(n: int) -> int:
     return 13 if n <= 16 else 11 if n <= 32 else 9 if n <= 64 else 7
 
 
+MAX_TICK_LABELS = 80  # per axis: at 512 tokens every other label was 3.7 px apart, unreadable, and half the draw time
+
+
 def _ticks(labels: list[str], categories: list[str] | None = None) -> dict:
-    """Tick labels at every cell (every other one past 80 tokens); on a category axis the tick values are the
-    `categories` (the numbered labels the hover shows) and the text the bare token."""
+    """Tick labels at every cell up to MAX_TICK_LABELS tokens, then at every k-th (the hover names every cell); on
+    a category axis the tick values are the `categories` (the numbered labels the hover shows) and the text the
+    bare token."""
     n = len(labels)
-    step = 1 if n <= 80 else 2
+    step = -(-n // MAX_TICK_LABELS)
     values = list(range(0, n, step))
     return dict(tickmode="array", tickvals=[categories[i] for i in values] if categories else values,
                 ticktext=[labels[i] for i in values], tickfont=dict(size=_tick_font_size(n)), showgrid=False,
@@ -109,13 +113,19 @@ def _square_margins(labels: list[str], title: str = "", colorbar: bool = True) -
     return dict(l=label + 30, r=10, t=(105 if title else 60) if colorbar else (40 if title else 10), b=bottom)
 
 
-def _square_axes(fig: go.Figure, labels: list[str], notation: str, categories: list[str] | None = None,
-                 row=None, col=None) -> None:
-    x_title, y_title = axis_titles(notation)
-    fig.update_xaxes(title_text=x_title, tickangle=-60 if len(labels) > 6 else 0, side="bottom",
-                     constrain="domain", **_ticks(labels, categories), row=row, col=col)
-    fig.update_yaxes(title_text=y_title, autorange="reversed", scaleanchor="x", constrain="domain",
-                     constraintoward="top", **_ticks(labels, categories), row=row, col=col)
+def _square_axes(labels: list[str], x_title: str, y_title: str, categories: list[str] | None = None) -> dict:
+    """The layout's x and y axes of a token × token matrix: row 0 at the top, square cells."""
+    return dict(xaxis=dict(title=dict(text=x_title), tickangle=-60 if len(labels) > 6 else 0, side="bottom",
+                           constrain="domain", **_ticks(labels, categories)),
+                yaxis=dict(title=dict(text=y_title), autorange="reversed", scaleanchor="x", constrain="domain",
+                           constraintoward="top", **_ticks(labels, categories)))
+
+
+def lean_figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain dicts, not validated property by property on the way in: plotly's validation took most
+    of the time a rerun spent building these charts (9 of 10 ms for one head at 64 tokens, more under load).
+    tests/test_figures.py validates every builder's output in full instead."""
+    return go.Figure({"data": data, "layout": {"template": LEAN_TEMPLATE_DICT, **layout}}, _validate=False)
 
 
 def numbered_labels(labels: Sequence[str]) -> list[str]:
@@ -123,7 +133,7 @@ def numbered_labels(labels: Sequence[str]) -> list[str]:
     return [f"{i}: {label}" for i, label in enumerate(labels)]
 
 
-LEAN_TEMPLATE = go.layout.Template()  # no theme in the figure: Streamlit's (about 7 kB a chart) is applied in the browser
+LEAN_TEMPLATE_DICT: dict = {}  # no theme in the figure: Streamlit's (about 7 kB a chart) is applied in the browser
 MAX_HATCHED = 64
 MAX_HOVER_SCORES = 128  # past this many tokens the hover leaves the score out: it doubled what a toggle sends  # past this many tokens cells are too small for hatching to show; grey alone marks them
 
@@ -175,11 +185,11 @@ def _masked_of(scores: np.ndarray | None, masked: np.ndarray | None, n: int) -> 
     return np.isneginf(scores) if scores is not None else np.zeros((n, n), dtype=bool)
 
 
-def _square_layout(fig: go.Figure, labels: list[str], notation: str, title: str, height: int) -> None:
+def _square_layout(labels: list[str], notation: str, title: str, height: int, shapes: list[dict]) -> dict:
     """Token axes as categories ("i: token", named in the hover, ticks showing the token), fixed margins."""
-    fig.update_layout(title=dict(text=title, x=0, font=dict(size=14)), height=height, plot_bgcolor="white",
-                      margin=_square_margins(labels, title), showlegend=False)
-    _square_axes(fig, labels, notation, numbered_labels(labels))
+    return dict(title=dict(text=title, x=0, font=dict(size=14)), height=height, plot_bgcolor="white",
+                margin=_square_margins(labels, title), showlegend=False, shapes=shapes,
+                **_square_axes(labels, *axis_titles(notation), numbered_labels(labels)))
 
 
 def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray | None = None, *,
@@ -202,15 +212,14 @@ def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray 
     numbered = numbered_labels(labels)
     query_axis, key_axis = ("x", "y") if notation == "paper" else ("y", "x")
     with_scores = scores is not None and n <= MAX_HOVER_SCORES
-    fig = go.Figure(go.Heatmap(
-        z=_compact(oriented(pattern, notation)), x=numbered, y=numbered, zmin=0, zmax=1,
-        colorscale=WEIGHT_COLORSCALE, name="pattern", colorbar=_colorbar("weight (0 … 1)"),
-        customdata=oriented(np.asarray(scores), notation).astype(np.float32) if with_scores else None,
-        hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>weight %{{z:.4f}}"
-                       + ("<br>score %{customdata:.3f}" if with_scores else "") + "<extra></extra>")))
-    fig.update_layout(shapes=mask_shapes(oriented(masked, notation)))
-    _square_layout(fig, labels, notation, title, height or _figure_size(n))
-    return fig
+    trace = dict(type="heatmap", z=_compact(oriented(pattern, notation)), x=numbered, y=numbered, zmin=0, zmax=1,
+                 colorscale=WEIGHT_COLORSCALE, name="pattern", colorbar=_colorbar("weight (0 … 1)"),
+                 hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>weight %{{z:.4f}}"
+                                + ("<br>score %{customdata:.3f}" if with_scores else "") + "<extra></extra>"))
+    if with_scores:
+        trace["customdata"] = oriented(np.asarray(scores), notation).astype(np.float32)
+    return lean_figure([trace], _square_layout(labels, notation, title, height or _figure_size(n),
+                                               mask_shapes(oriented(masked, notation))))
 
 
 def difference_heatmap(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Sequence[str], *,
@@ -231,16 +240,15 @@ def difference_heatmap(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Seq
     diff = b - a
     limit = float(max(np.abs(diff).max(initial=0.0), 1e-6))
     name_a, name_b = labels_ab
-    fig = go.Figure(go.Heatmap(
-        z=_compact(oriented(diff, notation)), x=numbered, y=numbered, zmid=0, zmin=-limit, zmax=limit,
-        colorscale=DIFF_COLORSCALE, customdata=np.stack([oriented(a, notation), oriented(b, notation)],
-                                                        axis=-1).astype(np.float32),
-        name="difference", colorbar=_colorbar(f"{name_b} − {name_a}"),
-        hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>{name_a} %{{customdata[0]:.4f}}"
-                       f"<br>{name_b} %{{customdata[1]:.4f}}<br>{name_b} − {name_a} %{{z:.4f}}<extra></extra>")))
-    fig.update_layout(shapes=mask_shapes(oriented(both_masked, notation)))
-    _square_layout(fig, labels, notation, title, height or _figure_size(n))
-    return fig
+    trace = dict(type="heatmap", z=_compact(oriented(diff, notation)), x=numbered, y=numbered, zmid=0,
+                 zmin=-limit, zmax=limit, colorscale=DIFF_COLORSCALE,
+                 customdata=np.stack([oriented(a, notation), oriented(b, notation)], axis=-1).astype(np.float32),
+                 name="difference", colorbar=_colorbar(f"{name_b} − {name_a}"),
+                 hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>{name_a} %{{customdata[0]:.4f}}"
+                                f"<br>{name_b} %{{customdata[1]:.4f}}<br>{name_b} − {name_a} %{{z:.4f}}"
+                                "<extra></extra>"))
+    return lean_figure([trace], _square_layout(labels, notation, title, height or _figure_size(n),
+                                               mask_shapes(oriented(both_masked, notation))))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -254,10 +262,11 @@ def _block_mean(matrices: np.ndarray, block: int) -> np.ndarray:
         return matrices
     n = matrices.shape[-1]
     size = -(-n // block) * block
-    pad = [(0, 0)] * (matrices.ndim - 2) + [(0, size - n), (0, size - n)]
-    total = np.pad(matrices, pad).reshape(*matrices.shape[:-2], size // block, block, size // block, block)
-    counts = np.pad(np.ones((n, n)), [(0, size - n), (0, size - n)]).reshape(size // block, block, size // block, block)
-    return total.sum(axis=(-3, -1)) / counts.sum(axis=(-3, -1))
+    if size != n:  # zeros past the edge, left out of the edge blocks' counts below
+        matrices = np.pad(matrices, [(0, 0)] * (matrices.ndim - 2) + [(0, size - n), (0, size - n)])
+    total = matrices.reshape(*matrices.shape[:-2], size // block, block, size // block, block).sum(axis=(-3, -1))
+    per_axis = np.minimum(block, n - np.arange(0, n, block))  # cells of each block along one axis
+    return total / np.outer(per_axis, per_axis)
 
 
 def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected: tuple[int, int] | None = None,
@@ -277,8 +286,8 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
     if patterns.ndim != 4 or patterns.shape[-1] != patterns.shape[-2]:
         raise ValueError(f"patterns must be [M, H, N, N], got {patterns.shape}")
     m, h, n_tokens, _ = patterns.shape
-    shown = np.stack([np.stack([oriented(patterns[layer, head], notation) for head in range(h)])
-                      for layer in range(m)])  # [M, H, N(row), N(col)]
+    _check_notation(notation)
+    shown = patterns.swapaxes(-1, -2) if notation == "paper" else patterns  # [M, H, N(row), N(col)]
     block = -(-n_tokens // max_cells)  # tokens per cell: 1 up to max_cells tokens, then blocks of tokens
     shown = _block_mean(shown, block)  # [M, H, n, n], n = ceil(N / block)
     n = shown.shape[-1]
@@ -295,9 +304,8 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
     if masked is not None:
         masked = _block_mean(oriented(np.asarray(masked, bool), notation).astype(np.float64), block) == 1
     what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
-    fig = go.Figure(go.Heatmap(z=grid, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
-                               showscale=False, name="all heads",
-                               hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>"))
+    trace = dict(type="heatmap", z=grid, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
+                 showscale=False, name="all heads", hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>")
     shapes = mask_shapes(np.tile(masked, (m, h)), hatch=False) if masked is not None else []
     borders = "".join(f"M{k * n - 0.5},-0.5V{m * n - 0.5}" for k in range(1, h)) + \
         "".join(f"M-0.5,{k * n - 0.5}H{h * n - 0.5}" for k in range(1, m))
@@ -309,16 +317,14 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
         shapes.append(dict(type="rect", x0=left, x1=left + n, y0=top, y1=top + n, xref="x", yref="y",
                            line=dict(color="#d62728", width=3), layer="above", name="selected"))
     centre = (n - 1) // 2
-    fig.update_xaxes(tickmode="array", tickvals=[cols[head * n + centre] for head in range(h)],
-                     ticktext=[f"H{head}" for head in range(h)], side="top", showgrid=False, zeroline=False,
-                     constrain="domain", automargin=False, ticks="")
-    fig.update_yaxes(tickmode="array", tickvals=[rows[layer * n + centre] for layer in range(m)],
-                     ticktext=[f"L{layer}" for layer in range(m)], autorange="reversed", scaleanchor="x",
-                     showgrid=False, zeroline=False, constrain="domain", constraintoward="top", automargin=False,
-                     ticks="")
-    fig.update_layout(height=int(cell_px * m + 90), margin=dict(l=30, r=5, t=60, b=5),  # head names below the modebar
-                      plot_bgcolor="white", showlegend=False, shapes=shapes, template=LEAN_TEMPLATE)
-    return fig
+    xaxis = dict(tickmode="array", tickvals=[cols[head * n + centre] for head in range(h)],
+                 ticktext=[f"H{head}" for head in range(h)], side="top", showgrid=False, zeroline=False,
+                 constrain="domain", automargin=False, ticks="")
+    yaxis = dict(tickmode="array", tickvals=[rows[layer * n + centre] for layer in range(m)],
+                 ticktext=[f"L{layer}" for layer in range(m)], autorange="reversed", scaleanchor="x",
+                 showgrid=False, zeroline=False, constrain="domain", constraintoward="top", automargin=False, ticks="")
+    return lean_figure([trace], dict(height=int(cell_px * m + 90), margin=dict(l=30, r=5, t=60, b=5),  # below the modebar
+                                     plot_bgcolor="white", showlegend=False, shapes=shapes, xaxis=xaxis, yaxis=yaxis))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -433,20 +439,16 @@ def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Seque
     labels = token_labels(tokens, unknown)
     numbered = numbered_labels(labels)
     output, source = ("x", "y") if notation == "paper" else ("y", "x")
-    fig = go.Figure(go.Heatmap(
-        z=_compact(oriented(matrix, notation)), x=numbered, y=numbered,
-        zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
-        colorscale="Purples", name="rollout", colorbar=_colorbar("share of the input token"),
-        hovertemplate=(f"output token %{{{output}}}<br>input token %{{{source}}}"
-                       "<br>rollout %{z:.4f}<extra></extra>")))
-    fig.update_layout(height=height or _figure_size(n), plot_bgcolor="white", margin=_square_margins(labels),
-                      showlegend=False)
-    x_title, y_title = (("output token n · columns sum to 1", "input token n′") if notation == "paper"
-                        else ("input token n′", "output token n · rows sum to 1"))
-    fig.update_xaxes(title_text=x_title, tickangle=-60 if n > 6 else 0, constrain="domain", **_ticks(labels, numbered))
-    fig.update_yaxes(title_text=y_title, autorange="reversed", scaleanchor="x", constrain="domain",
-                     constraintoward="top", **_ticks(labels, numbered))
-    return fig
+    trace = dict(type="heatmap", z=_compact(oriented(matrix, notation)), x=numbered, y=numbered,
+                 zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
+                 colorscale="Purples", name="rollout", colorbar=_colorbar("share of the input token"),
+                 hovertemplate=(f"output token %{{{output}}}<br>input token %{{{source}}}"
+                                "<br>rollout %{z:.4f}<extra></extra>"))
+    titles = (("output token n · columns sum to 1", "input token n′") if notation == "paper"
+              else ("input token n′", "output token n · rows sum to 1"))
+    return lean_figure([trace], dict(height=height or _figure_size(n), plot_bgcolor="white",
+                                     margin=_square_margins(labels), showlegend=False,
+                                     **_square_axes(labels, *titles, numbered)))
 
 
 # ---------------------------------------------------------------------------------------------------------

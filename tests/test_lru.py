@@ -1,0 +1,72 @@
+"""The byte-bounded store that shares recordings between sessions (core/lru.py), and the read-only arrays that
+make sharing safe (core/recording.py)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from core.lru import ByteLRU, size_of
+from core.record import record_text
+from tests.tiny_models import tiny_model
+
+
+def block(kib: int) -> np.ndarray:
+    return np.zeros(kib * 1024, dtype=np.uint8)
+
+
+def test_size_of_counts_array_and_tensor_data_and_containers():
+    assert size_of(np.zeros((10, 10), dtype=np.float32)) == 400
+    assert size_of(torch.zeros(10, 10, dtype=torch.float64)) == 800
+    assert size_of((np.zeros(100, dtype=np.uint8), np.zeros(50, dtype=np.uint8))) >= 150
+
+
+def test_a_hit_returns_the_stored_object_itself_and_does_not_recompute():
+    store, calls = ByteLRU(1 << 20), []
+    first = store.get_or_compute("k", lambda: calls.append(1) or block(1))
+    again = store.get_or_compute("k", lambda: calls.append(1) or block(1))
+    assert again is first and calls == [1]
+
+
+def test_least_recently_used_is_dropped_once_the_bytes_exceed_the_budget():
+    store = ByteLRU(3 * 1024 + 512)  # room for three 1 KiB blocks
+    for key in "abc":
+        store.get_or_compute(key, lambda: block(1))
+    store.get_or_compute("a", lambda: block(1))  # a is now the most recent
+    store.get_or_compute("d", lambda: block(1))  # over budget: b, the least recent, goes
+    assert "b" not in store and all(key in store for key in "acd")
+    assert store.nbytes <= store.max_bytes and len(store) == 3
+
+
+def test_a_value_larger_than_the_budget_is_returned_but_not_kept():
+    store = ByteLRU(1024)
+    store.get_or_compute("small", lambda: block(0))
+    big = store.get_or_compute("big", lambda: block(4))
+    assert big.nbytes == 4096 and "big" not in store and "small" in store
+
+
+def test_threads_share_one_store_and_the_byte_count_stays_consistent():
+    store = ByteLRU(64 * 1024)
+
+    def work(offset: int) -> None:
+        for i in range(200):
+            store.get_or_compute((offset + i) % 97, lambda: block(1))
+
+    threads = [threading.Thread(target=work, args=(k * 13,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held = sum(size_of(store.get_or_compute(key, lambda: None)) for key in list(store._items))
+    assert store.nbytes == held <= store.max_bytes
+
+
+def test_recorded_arrays_are_read_only_so_a_shared_recording_cannot_be_changed():
+    model = tiny_model()
+    recording = record_text(model, "the dog runs .")
+    pattern = recording.pattern(0)
+    with pytest.raises(ValueError, match="read-only"):
+        pattern[0, 0, 0] = 0.5
+    assert recording.nbytes == sum(t.element_size() * t.nelement() for t in recording.tensors.values())
+    np.testing.assert_allclose(recording.pattern(0).sum(-1), 1.0, atol=1e-6)  # untouched
