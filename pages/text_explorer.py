@@ -39,7 +39,8 @@ NOTATION_CAPTIONS = {
              "n′; **each column sums to 1**. This is the transpose of the common layout.",
 }
 MASKED_NOTE = "Grey hatched cells are **masked**: the query may not see that key, its weight is exactly 0."
-SIDE_BY_SIDE_TOKENS = 24  # up to this many tokens the head's chart and all heads share a row
+SIDE_BY_SIDE_TOKENS = 24  # up to this many tokens the head's chart and its notes share a row
+OVERVIEW_NOTE = "*All heads* (the next tab) shows every layer and head at once."
 PNG_NOTE = (":material/photo_camera: Every chart's toolbar (top right) has a camera button, **Download plot as a PNG**, that saves it as a "
             "PNG image; it works offline, in the browser.")
 
@@ -169,17 +170,16 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
     name = model_name(recording)
     if baseline is None:
         wide = len(tokens) > SIDE_BY_SIDE_TOKENS  # a long text needs the full width to keep its labels readable
-        col_main, col_all = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
+        col_main, col_notes = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
         with col_main:
             st.markdown(f"**Layer {layer}, head {head}** · {labels[1]}")
             st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
                                          unknown=unknown, notation=notation),
                             key="head_chart", config=png_config(f"{name}_pattern_L{layer}_H{head}_{notation}"))
-            st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)))
+        with col_notes:
+            st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)) + " "
+                       + OVERVIEW_NOTE)
             downloads(recording, layer, head, notation)
-        with col_all:
-            st.subheader("All heads")
-            overview(recording, notation, (layer, head), wide=wide)
     else:
         height = int(np.clip(22 * len(tokens) + 200, 420, 720))
         col_a, col_b, col_d = st.columns(3)
@@ -204,10 +204,9 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
-        st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)))
+        st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)) + " "
+                   + OVERVIEW_NOTE)
         downloads(recording, layer, head, notation)
-        st.subheader("All heads (B)")
-        overview(recording, notation, (layer, head), wide=True)
     st.caption(PNG_NOTE)
 
 
@@ -306,7 +305,8 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
 
 
 def _open_head(source: str) -> None:
-    """Callback: open the head picked in the overview or the summary table (sets the layer and head pickers)."""
+    """Callback: open the head picked in the overview or the summary table in *Attention pattern* (sets the layer
+    and head pickers and the tab)."""
     if source == "pills":
         picked = st.session_state.get("open_head")
         st.session_state["open_head"] = None
@@ -319,22 +319,19 @@ def _open_head(source: str) -> None:
         if not rows:
             return
         layer, head = divmod(int(rows[0]), st.session_state["_n_heads"])
-        st.session_state["view"] = VIEWS[0]  # show the head that was picked
-    st.session_state["layer"], st.session_state["head"] = layer, head
+    st.session_state["layer"], st.session_state["head"], st.session_state["view"] = layer, head, VIEWS[0]
 
 
-def overview(recording: Recording, notation: str, selected: tuple[int, int], wide: bool = False) -> None:
+def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> None:
     """Every layer x head as small multiples (the selected one outlined), with buttons that open one. The tiles
-    are sized to the column's width (about 300 px beside the head, 520 px on the full width), so the grid is not
-    shrunk into a tall, mostly empty chart."""
+    share about 720 px of width, so the grid is not shrunk into a tall, mostly empty chart."""
     m, h = recording.n_layers, recording.config.n_heads
     st.plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
-                                    masked=masked_of(recording, 0),
-                                    cell_px=int(np.clip((520 if wide else 300) / h, 50, 150)),
+                                    masked=masked_of(recording, 0), cell_px=int(np.clip(720 / h, 50, 180)),
                                     tokens=recording.meta["tokens"]),
                     key="overview_chart", config=png_config(f"{model_name(recording)}_all_heads_{notation}", zoom=False))
     st.pills("Open a head", [f"L{layer} H{head}" for layer in range(m) for head in range(h)], key="open_head",
-             on_change=_open_head, args=("pills",), help="Shows it in full size.", wrap=True)
+             on_change=_open_head, args=("pills",), help="Shows it in full size, in *Attention pattern*.", wrap=True)
 
 
 @st.fragment
@@ -434,20 +431,26 @@ def summaries_table(recording: Recording) -> None:
 
 NOT_THE_PICKERS = ("The Layer and Head pickers above choose the head of the first two tabs; they do not change "
                    "this view.")
-VIEWS = ("Attention pattern", "One score, step by step", "Head view", "Rollout", "Head summaries")
+VIEWS = ("Attention pattern", "All heads", "One score, step by step", "Head view", "Rollout", "Head summaries")
 
 
 @st.fragment
 def views(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str) -> None:
     """The layer and head pickers, then one tab per view (URL key `view`). Tabs are lazy: only the open one runs
-    and is drawn, so a toggle redraws one view, not six charts; a fragment, so picking a head or a tab reruns
-    only this part."""
+    and is drawn, so a toggle redraws what is on screen (one chart by default: each chart costs the browser about
+    twice a plotly draw); a fragment, so picking a head or a tab reruns only this part."""
     layer, head = head_pickers(recording, baseline)
     compared = baseline is not None
     tabs = dict(zip(VIEWS, st.tabs(VIEWS, key="view", bind=BIND)))
     if tabs["Attention pattern"].open:
         with tabs["Attention pattern"]:
             head_section(recording, baseline, labels, notation, layer, head)
+    if tabs["All heads"].open:
+        with tabs["All heads"]:
+            st.caption(f"Every layer (rows) and head (columns){' of B, the chosen setting' if compared else ''}, "
+                       "on one colour scale; the head chosen above is outlined in red. Hover a cell for its layer, "
+                       "head, query, key and weight; open a head below to see it in full.")
+            overview(recording, notation, (layer, head))
     if tabs["One score, step by step"].open:
         with tabs["One score, step by step"]:
             st.markdown("**q · k → weight**: one entry of the chosen head's pattern, taken apart.")

@@ -59,9 +59,9 @@ def charts(at: AppTest) -> int:
     return len(at.get("plotly_chart"))
 
 
-# the default tab, "Attention pattern": the chosen head and all heads (the other tabs are lazy: not drawn)
-CHARTS = 2
-CHARTS_COMPARED = CHARTS + 2  # A, B and B - A instead of the one head
+# the default tab, "Attention pattern": the chosen head (the other tabs, "All heads" too, are lazy: not drawn)
+CHARTS = 1
+CHARTS_COMPARED = 3  # A, B and B - A instead of the one head
 
 
 def open_view(at: AppTest, view: str) -> AppTest:
@@ -76,7 +76,7 @@ def summary_table(at: AppTest):
 
 def test_page_renders_head_overview_and_summaries(app):
     assert charts(app) == CHARTS
-    assert [tab.label for tab in app.tabs] == ["Attention pattern", "One score, step by step", "Head view",
+    assert [tab.label for tab in app.tabs] == ["Attention pattern", "All heads", "One score, step by step", "Head view",
                                                "Rollout", "Head summaries"]
     assert app.text_area(key="text").value.startswith("the keys")
     assert app.selectbox(key="model").value == "lm-rope"
@@ -86,6 +86,20 @@ def test_page_renders_head_overview_and_summaries(app):
     assert charts(app) == 0
     assert len(summary_table(app).value) == 4  # M=2 x H=2 heads
     assert "12 tokens" in " ".join(m.value for m in app.markdown)
+
+
+def test_all_heads_tab_draws_every_head_and_opens_the_one_picked(app):
+    open_view(app, "All heads")
+    assert_ok(app)
+    assert charts(app) == 1
+    spec = chart_spec(app, "overview_chart")
+    assert spec["layout"]["yaxis"]["ticktext"] == ["L0", "L1"] and spec["layout"]["xaxis"]["ticktext"] == ["H0", "H1"]
+    assert any(shape["name"] == "selected" for shape in spec["layout"]["shapes"])  # L0 H0, chosen above
+    app.pills(key="open_head").set_value("L1 H1").run()
+    assert_ok(app)
+    assert app.radio(key="layer").value == 1 and app.radio(key="head").value == 1
+    assert app.session_state["view"] == "Attention pattern"
+    assert [c.proto.id.endswith("head_chart") for c in app.get("plotly_chart")] == [True]
 
 
 def test_typing_text_updates_the_tokens(app):
@@ -268,7 +282,7 @@ def test_rollout_rows_sum_to_one_in_both_notations(app):
 
 def test_every_chart_offers_a_png_download_and_the_buttons_have_full_labels(app):
     import json
-    for view in ("One score, step by step", "Head view", "Rollout", "Attention pattern"):
+    for view in ("All heads", "One score, step by step", "Head view", "Rollout", "Attention pattern"):
         open_view(app, view)
         for chart in app.get("plotly_chart"):
             config = json.loads(chart.proto.config)

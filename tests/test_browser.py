@@ -130,11 +130,21 @@ def head_chart_axis_title(page) -> str:
 def test_text_explorer_in_the_browser(server, page, shoot):
     page.goto(server)
     page.wait_for_selector(CHART)
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 2")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     assert page.get_by_text("12 tokens").count() == 1
     shoot(page, "text_explorer_1_default")
+
+    page.get_by_role("tab", name="All heads").click()
+    page.locator('[class*="st-key-overview_chart"] .js-plotly-plot').wait_for()
+    wait_idle(page)
+    assert "view=All+heads" in page.url and page.locator(ERROR).count() == 0
+    shoot(page, "text_explorer_1b_all_heads")
+    page.locator(".st-key-open_head").get_by_text("L1 H1", exact=True).click()
+    page.get_by_text("Layer 1, head 1", exact=True).wait_for()  # opened in "Attention pattern"
+    page.locator('[class*="st-key-head_chart"] .js-plotly-plot').wait_for()
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
 
     text = page.get_by_role("textbox", name="Text", exact=True)
     text.fill("the dog that the children love runs .")
@@ -156,7 +166,7 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     page.get_by_text("Compare with the model's own setting").click()
     page.get_by_test_id("stSelectbox").filter(has_text="Mask").click()
     page.get_by_role("option", name="none", exact=True).click()
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 4")
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 3")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_4_compare")

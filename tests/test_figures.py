@@ -1,6 +1,7 @@
 """Unit tests of core/figures/attention.py: shapes, masked cells, the paper-notation transpose, labels."""
 
 import json
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -50,14 +51,16 @@ def fig_json(fig: go.Figure) -> str:
 
 
 def filled_cells(fig: go.Figure, n: int) -> np.ndarray:
-    """The cells covered by the grey "masked" path shape, as [n, n] bool."""
+    """The cells covered by the grey "masked" path shape, as [n, n] bool. Each rectangle must be drawn with
+    absolute commands (M x0,y0 H x1 V y1 H x0 Z): plotly drops relative ones in data-referenced paths."""
     path = next(shape.path for shape in fig.layout.shapes if shape.name == "masked")
+    assert re.fullmatch(r"(M-?[\d.]+,-?[\d.]+H-?[\d.]+V-?[\d.]+H-?[\d.]+Z)+", path), path[:80]
     covered = np.zeros((n, n), dtype=bool)
-    for part in path.split("Z")[:-1]:  # M x0,y0 h width v1 h -width Z: one row's run of cells
-        x0, y0 = (float(v) for v in part[1:part.index("h")].split(","))
-        width = float(part[part.index("h") + 1:part.index("v")])
-        assert part.endswith(f"v1h{-int(width)}")
-        covered[int(y0 + 0.5), int(x0 + 0.5):int(x0 + 0.5 + width)] = True
+    for part in path.split("Z")[:-1]:
+        x0, y0 = (float(v) for v in part[1:part.index("H")].split(","))
+        x1, y1, x_back = (float(v) for v in re.split("[HV]", part[part.index("H") + 1:]))
+        assert y1 == y0 + 1 and x_back == x0 and x1 > x0  # one row's run of cells
+        covered[int(y0 + 0.5), int(x0 + 0.5):int(x1 + 0.5)] = True
     return covered
 
 
@@ -334,9 +337,10 @@ def test_lean_figures_pass_plotly_validation_in_full(notation, n):
     for fig in figures:
         validated = go.Figure(fig.to_dict())  # raises ValueError on any unknown property or bad value
         sent, checked = json.loads(fig.to_json())["data"][0], json.loads(validated.to_json())["data"][0]
-        for key in ("z", "x", "y", "customdata", "hovertemplate", "zmin", "zmax"):
-            assert sent.get(key) == checked.get(key), key
-        assert isinstance(sent["colorscale"], str)  # a plotly.js scale name, which the validator spells out
+        for key in ("z", "x", "y", "customdata", "hovertemplate", "zmin", "zmax", "colorscale"):
+            assert sent.get(key) == checked.get(key), key  # a scale spelled out: plotly.js's "Blues" runs dark to light
+        shapes = [json.loads(f.to_json())["layout"].get("shapes", []) for f in (validated, fig)]
+        assert shapes[0] == shapes[1]
 
 
 def test_at_most_80_tick_labels_per_axis_and_the_hover_still_names_every_token():

@@ -16,10 +16,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 NOTATIONS = ("common", "paper")
-WEIGHT_COLORSCALE = "Blues"
-DIFF_COLORSCALE = "RdBu_r"  # red: B attends more, blue: A attends more
+# Scales spelled out as plotly.py's validator would: plotly.js has scales of the same names that run the other way
+# (its "Blues" goes from dark to light), and lean_figure sends names to the browser unvalidated.
+WEIGHT_COLORSCALE = get_colorscale("Blues")
+DIFF_COLORSCALE = get_colorscale("RdBu_r")  # red: B attends more, blue: A attends more
+ROLLOUT_COLORSCALE = get_colorscale("Purples")
 MASKED_FILL = "#d4d4d4"
 MASKED_HATCH = "#8c8c8c"
 MAX_LABEL_CHARS = 14
@@ -154,7 +158,9 @@ def mask_shapes(masked: np.ndarray, hatch: bool = True) -> list[dict]:
     if not masked.any():
         return []
     rows, starts, stops = _runs(masked)
-    fill = "".join(f"M{s - 0.5},{r - 0.5}h{e - s}v1h{s - e}Z" for r, s, e in zip(rows, starts, stops))
+    # absolute commands only: plotly converts a data-referenced path point by point, and dropped the relative h/v
+    # segments this used to have (the grey fill had no area)
+    fill = "".join(f"M{s - 0.5},{r - 0.5}H{e - 0.5}V{r + 0.5}H{s - 0.5}Z" for r, s, e in zip(rows, starts, stops))
     shapes = [dict(type="path", path=fill, fillcolor=MASKED_FILL, line=dict(width=0), layer="above",
                    xref="x", yref="y", name="masked")]
     if hatch and max(masked.shape) <= MAX_HATCHED:
@@ -441,7 +447,7 @@ def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Seque
     output, source = ("x", "y") if notation == "paper" else ("y", "x")
     trace = dict(type="heatmap", z=_compact(oriented(matrix, notation)), x=numbered, y=numbered,
                  zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
-                 colorscale="Purples", name="rollout", colorbar=_colorbar("share of the input token"),
+                 colorscale=ROLLOUT_COLORSCALE, name="rollout", colorbar=_colorbar("share of the input token"),
                  hovertemplate=(f"output token %{{{output}}}<br>input token %{{{source}}}"
                                 "<br>rollout %{z:.4f}<extra></extra>"))
     titles = (("output token n · columns sum to 1", "input token n′") if notation == "paper"

@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import statistics
+import urllib.parse
 import sys
 import zlib
 from pathlib import Path
@@ -46,6 +47,7 @@ CONFIG = ModelConfig(d_model=128, n_heads=4, n_layers=4, d_mlp=256, max_len=1024
 SPEED_GOAL = 0.5  # ours / TransformerLens
 BYTES_GOAL = 10.0  # bertviz / ours
 OVERVIEW_KEY = "overview_chart"
+OVERVIEW_VIEW = "All heads"  # the text explorer's tab that draws it
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -156,7 +158,7 @@ def bertviz_html(text: str, model, card) -> tuple[str, int]:
 
 async def overview_messages(url: str, texts: list[str]) -> list[bytes]:
     """The overview chart's message for each text, as the server sends it to a browser that types the text."""
-    session = Session(url, timeout=120)
+    session = Session(url, timeout=120, query=urllib.parse.urlencode({"view": OVERVIEW_VIEW}))
     try:
         opened = await session.open()
         messages = []

@@ -120,8 +120,8 @@ class Outcome:
 class Session:
     """One student's tab: Streamlit's websocket protocol, widget states kept as the browser keeps them."""
 
-    def __init__(self, url: str, timeout: float):
-        self.url, self.timeout = url.rstrip("/"), timeout
+    def __init__(self, url: str, timeout: float, query: str = ""):
+        self.url, self.timeout, self.query = url.rstrip("/"), timeout, query  # query: the URL's, e.g. "view=..."
         self.widgets: dict[str, Widget] = {}  # by user key
         self.states: dict[str, WidgetState] = {}  # by widget id: every value this tab has set
         self.messages: dict[str, bytes] = {}  # each keyed element's message in the last run, as sent
@@ -153,6 +153,7 @@ class Session:
     async def _rerun(self, fragment_id: str) -> Outcome:
         back = BackMsg()
         back.rerun_script.page_script_hash = self.page_hash
+        back.rerun_script.query_string = self.query
         back.rerun_script.fragment_id = fragment_id
         back.rerun_script.widget_states.widgets.extend(self.states.values())
         self.messages = {}
