@@ -111,10 +111,12 @@ def _label_px(labels: Sequence[str], font_size: int) -> int:
 
 
 def _square_margins(labels: list[str], title: str = "", colorbar: bool = True) -> dict:
-    """Margins that fit the tick labels (x rotated by 60°), the axis titles and the colour bar above."""
+    """Margins that fit the tick labels (x rotated by 60°), the axis titles and the colour bar above. Fixed: the
+    colour bar must not push them (autoexpand), which made plotly lay the chart out and draw it a second time."""
     label = _label_px(labels, _tick_font_size(len(labels)))
     bottom = int(label * 0.87) + 36 if len(labels) > 6 else 48
-    return dict(l=label + 30, r=10, t=(105 if title else 60) if colorbar else (40 if title else 10), b=bottom)
+    return dict(l=label + 30, r=10, t=(135 if title else 95) if colorbar else (40 if title else 10), b=bottom,
+                autoexpand=False)
 
 
 def _square_axes(labels: list[str], x_title: str, y_title: str, categories: list[str] | None = None) -> dict:
