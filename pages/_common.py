@@ -116,7 +116,7 @@ class Setting:
         return " · ".join(parts)
 
 
-RESULTS_MB = 384  # every session's recordings together (lm-rope-long at 512 tokens: 53 MB each)
+RESULTS_MB = 256  # every session's recordings together: about 1 MB at 64 tokens, 53 MB at 512 (lm-rope-long)
 
 
 @st.cache_resource
