@@ -429,8 +429,8 @@ def summaries_table(recording: Recording) -> None:
                "Averages over the queries of this text.")
 
 
-NOT_THE_PICKERS = ("The Layer and Head pickers above choose the head of the first two tabs; they do not change "
-                   "this view.")
+NOT_THE_PICKERS = ("The Layer and Head pickers above choose the head of *Attention pattern*, *All heads* and *One "
+                   "score, step by step*; they do not change this view.")
 VIEWS = ("Attention pattern", "All heads", "One score, step by step", "Head view", "Rollout", "Head summaries")
 
 
