@@ -14,16 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-import numpy as np
-import torch
-
 
 def size_of(value: Any) -> int:
-    """About how many bytes `value` holds: arrays and tensors by their data, containers by their items; objects
-    with an `nbytes` attribute (a Recording) say it themselves."""
-    if isinstance(value, torch.Tensor):
-        return value.element_size() * value.nelement()
-    if isinstance(value, np.ndarray) or hasattr(value, "nbytes"):
+    """About how many bytes `value` holds: what has an `nbytes` (arrays, tensors, a Recording) by its data,
+    containers by their items."""
+    if hasattr(value, "nbytes"):
         return int(value.nbytes)
     if isinstance(value, (tuple, list, set, frozenset)):
         return sys.getsizeof(value) + sum(size_of(item) for item in value)
@@ -78,8 +73,3 @@ class ByteLRU:
             while self._bytes > self.max_bytes:
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._bytes -= dropped
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0

@@ -54,7 +54,7 @@ class Recording:
     @property
     def nbytes(self) -> int:
         """The bytes the recorded tensors hold."""
-        return sum(tensor.element_size() * tensor.nelement() for tensor in self.tensors.values())
+        return sum(tensor.nbytes for tensor in self.tensors.values())
 
     @property
     def n_tokens(self) -> int:

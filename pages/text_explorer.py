@@ -163,6 +163,12 @@ def head_pickers(recording: Recording, baseline: Recording | None) -> tuple[int,
     return layer_head_picker(n_layers, n_heads)
 
 
+def head_notes(recording: Recording, layer: int, head: int, notation: str) -> None:
+    """How to read the chosen head's chart (notation, masked cells, hover, where all heads are), and its downloads."""
+    st.caption(" ".join((NOTATION_CAPTIONS[notation], MASKED_NOTE, hover_note(recording.n_tokens), OVERVIEW_NOTE)))
+    downloads(recording, layer, head, notation)
+
+
 def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
                  layer: int, head: int) -> None:
     """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads."""
@@ -177,9 +183,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
                                          unknown=unknown, notation=notation),
                             key="head_chart", config=png_config(f"{name}_pattern_L{layer}_H{head}_{notation}"))
         with col_notes:
-            st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)) + " "
-                       + OVERVIEW_NOTE)
-            downloads(recording, layer, head, notation)
+            head_notes(recording, layer, head, notation)
     else:
         height = int(np.clip(22 * len(tokens) + 200, 420, 720))
         col_a, col_b, col_d = st.columns(3)
@@ -204,9 +208,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
-        st.caption(NOTATION_CAPTIONS[notation] + " " + MASKED_NOTE + " " + hover_note(len(tokens)) + " "
-                   + OVERVIEW_NOTE)
-        downloads(recording, layer, head, notation)
+        head_notes(recording, layer, head, notation)
     st.caption(PNG_NOTE)
 
 

@@ -130,8 +130,9 @@ def _square_axes(labels: list[str], x_title: str, y_title: str, categories: list
 def lean_figure(data: list[dict], layout: dict) -> go.Figure:
     """A figure from plain dicts, not validated property by property on the way in: plotly's validation took most
     of the time a rerun spent building these charts (9 of 10 ms for one head at 64 tokens, more under load).
-    tests/test_figures.py validates every builder's output in full instead."""
-    return go.Figure({"data": data, "layout": {"template": LEAN_TEMPLATE_DICT, **layout}}, _validate=False)
+    tests/test_figures.py validates every builder's output in full instead. No template in the figure: Streamlit
+    applies its theme in the browser (plotly's default template was about 7 kB a chart)."""
+    return go.Figure({"data": data, "layout": {"template": {}, **layout}}, _validate=False)
 
 
 def numbered_labels(labels: Sequence[str]) -> list[str]:
@@ -139,9 +140,8 @@ def numbered_labels(labels: Sequence[str]) -> list[str]:
     return [f"{i}: {label}" for i, label in enumerate(labels)]
 
 
-LEAN_TEMPLATE_DICT: dict = {}  # no theme in the figure: Streamlit's (about 7 kB a chart) is applied in the browser
-MAX_HATCHED = 64
-MAX_HOVER_SCORES = 128  # past this many tokens the hover leaves the score out: it doubled what a toggle sends  # past this many tokens cells are too small for hatching to show; grey alone marks them
+MAX_HATCHED = 64  # past this many tokens cells are too small for hatching to show; grey alone marks them
+MAX_HOVER_SCORES = 128  # past this many tokens the hover leaves the score out: it doubled what a toggle sends
 
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
