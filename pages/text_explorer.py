@@ -24,13 +24,14 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
-from core.figures.attention import (HEAD_COLORS, MAX_HOVER_SCORES, MIN_LINE_WEIGHT, difference_heatmap,  # noqa: E402
-                                    head_heatmap, head_lines, oriented, png_config, qk_products_bar,
-                                    rollout_heatmap, small_multiples, softmax_row_bar, token_labels)
+from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, oriented, png_config,  # noqa: E402
+                                    qk_products_bar, rollout_heatmap, small_multiples, softmax_row_bar, token_labels)
+from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
                            get_recording, layer_head_picker, model_picker, notation_switch, presenter_mode,
                            show_input_error, text_cards, trained_alternative, trained_encodings, unknown_warning)
+from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
     "common": "Common notation: row n is query n (the token doing the attending), columns are the keys n′ it "
@@ -41,15 +42,11 @@ NOTATION_CAPTIONS = {
 MASKED_NOTE = "Grey hatched cells are **masked**: the query may not see that key, its weight is exactly 0."
 SIDE_BY_SIDE_TOKENS = 24  # up to this many tokens the head's chart and its notes share a row
 OVERVIEW_NOTE = "*All heads* (the next tab) shows every layer and head at once."
-PNG_NOTE = (":material/photo_camera: Every chart's toolbar (top right) has a camera button, **Download plot as a PNG**, that saves it as a "
-            "PNG image; it works offline, in the browser.")
-
-
-def hover_note(n_tokens: int) -> str:
-    if n_tokens <= MAX_HOVER_SCORES:
-        return "Hover a cell for the query, key, weight and pre-softmax score."
-    return (f"Hover a cell for the query, key and weight (past {MAX_HOVER_SCORES} tokens the pre-softmax score is "
-            "left out of the hover, to keep the chart quick: *One score, step by step* has it).")
+HOVER_NOTE = ("Hover a cell for the query, key, weight and pre-softmax score; **click it** to take that score apart, "
+              "step by step.")
+PNG_NOTE = (":material/photo_camera: Every chart saves itself as a PNG image from its top right corner: the **⤓ PNG** "
+            "button on the head's heatmaps, the camera (**Download plot as a PNG**) in the other charts' toolbars. "
+            "It works offline, in the browser.")
 
 
 def mask_label(card, kind: str) -> str:
@@ -165,7 +162,7 @@ def head_pickers(recording: Recording, baseline: Recording | None) -> tuple[int,
 
 def head_notes(recording: Recording, layer: int, head: int, notation: str) -> None:
     """How to read the chosen head's chart (notation, masked cells, hover, where all heads are), and its downloads."""
-    st.caption(" ".join((NOTATION_CAPTIONS[notation], MASKED_NOTE, hover_note(recording.n_tokens), OVERVIEW_NOTE)))
+    st.caption(" ".join((NOTATION_CAPTIONS[notation], MASKED_NOTE, HOVER_NOTE, OVERVIEW_NOTE)))
     downloads(recording, layer, head, notation)
 
 
@@ -179,9 +176,9 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         col_main, col_notes = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
         with col_main:
             st.markdown(f"**Layer {layer}, head {head}** · {labels[1]}")
-            st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                         unknown=unknown, notation=notation),
-                            key="head_chart", config=png_config(f"{name}_pattern_L{layer}_H{head}_{notation}"))
+            heatmap(head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+                                      unknown=unknown, notation=notation),
+                    key="head_chart", on_cell=_open_score, filename=f"{name}_pattern_L{layer}_H{head}_{notation}")
         with col_notes:
             head_notes(recording, layer, head, notation)
     else:
@@ -189,22 +186,22 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         col_a, col_b, col_d = st.columns(3)
         with col_a:
             st.markdown(f"**A** · layer {layer}, head {head} · {labels[0]}")
-            st.plotly_chart(head_heatmap(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
-                                         unknown=unknown, notation=notation, height=height),
-                            key="head_chart_a", config=png_config(f"A_pattern_L{layer}_H{head}_{notation}"))
+            heatmap(head_heatmap_spec(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
+                                      unknown=unknown, notation=notation, height=height),
+                    key="head_chart_a", on_cell=_open_score, filename=f"A_pattern_L{layer}_H{head}_{notation}")
         with col_b:
             st.markdown(f"**B** · layer {layer}, head {head} · {labels[1]}")
-            st.plotly_chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                         unknown=unknown, notation=notation, height=height),
-                            key="head_chart", config=png_config(f"B_pattern_L{layer}_H{head}_{notation}"))
+            heatmap(head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+                                      unknown=unknown, notation=notation, height=height),
+                    key="head_chart", on_cell=_open_score, filename=f"B_pattern_L{layer}_H{head}_{notation}")
         with col_d:
             st.markdown("**B − A** · red: B attends more, blue: A attends more")
-            st.plotly_chart(difference_heatmap(baseline.pattern(layer)[head], recording.pattern(layer)[head],
-                                               tokens, unknown=unknown, notation=notation,
-                                               masked_a=masked_of(baseline, layer),
-                                               masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
-                                               height=height),
-                            key="diff_chart", config=png_config(f"B_minus_A_L{layer}_H{head}_{notation}"))
+            heatmap(difference_heatmap_spec(baseline.pattern(layer)[head], recording.pattern(layer)[head],
+                                            tokens, unknown=unknown, notation=notation,
+                                            masked_a=masked_of(baseline, layer),
+                                            masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
+                                            height=height),
+                    key="diff_chart", on_cell=_open_score, filename=f"B_minus_A_L{layer}_H{head}_{notation}")
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
@@ -304,6 +301,13 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     st.caption("Left: each component's contribution q_i k_i; their sum is the dot product. Right: the weights of "
                "every key for this query (the chosen key in orange); they sum to 1 over the allowed keys. The "
                "check recomputes everything in float64 from the recorded vectors; the model ran in float32.")
+
+
+def _open_score(cell: dict | None) -> None:
+    """Callback: a click on a cell of a head's heatmap takes that score apart in *One score, step by step*."""
+    if cell:
+        st.session_state["qk_query"], st.session_state["qk_key"] = int(cell["query"]), int(cell["key"])
+        st.session_state["view"] = VIEWS[2]
 
 
 def _open_head(source: str) -> None:

@@ -52,11 +52,21 @@ def assert_ok(at: AppTest, errors: bool = False) -> None:
     assert not at.exception, [e.value for e in at.exception]
     if not errors:
         assert not at.error, [e.value for e in at.error]
-        assert at.get("plotly_chart"), "no chart drawn"
+        assert charts(at), "no chart drawn"
 
 
 def charts(at: AppTest) -> int:
-    return len(at.get("plotly_chart"))
+    """Charts on the page: plotly charts and the canvas heatmaps (pages/_heatmap.py)."""
+    return len(at.get("plotly_chart")) + len(at.get("bidi_component"))
+
+
+def heatmap_spec(at: AppTest, key: str) -> dict:
+    """What the canvas heatmap with this key was sent, unpacked (core.figures.canvas.unpack)."""
+    from core.figures.canvas import unpack
+
+    chart = next(c for c in at.get("bidi_component") if c.proto.id.endswith(key))
+    assert chart.proto.component_name == "attention_lab.heatmap"
+    return unpack(chart.proto.bytes)
 
 
 # the default tab, "Attention pattern": the chosen head (the other tabs, "All heads" too, are lazy: not drawn)
@@ -99,7 +109,31 @@ def test_all_heads_tab_draws_every_head_and_opens_the_one_picked(app):
     assert_ok(app)
     assert app.radio(key="layer").value == 1 and app.radio(key="head").value == 1
     assert app.session_state["view"] == "Attention pattern"
-    assert [c.proto.id.endswith("head_chart") for c in app.get("plotly_chart")] == [True]
+    assert [c.proto.id.endswith("head_chart") for c in app.get("bidi_component")] == [True]
+    assert not app.get("plotly_chart")
+
+
+def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
+    """The canvas heatmap is sent the recording's own float32 numbers, oriented by the notation, with the masked
+    cells those whose score is -inf."""
+    import numpy as np
+
+    from pages._common import Setting, get_recording
+
+    recording = get_recording(Setting("lm-rope"), app.text_area(key="text").value)
+    for notation, orient in (("common", lambda m: m), ("paper", np.transpose)):
+        app.radio(key="notation").set_value(notation).run()
+        app.radio(key="layer").set_value(1).run()
+        assert_ok(app)
+        spec = heatmap_spec(app, "head_chart")
+        pattern, scores = recording.pattern(1)[0], recording.scores(1)[0]
+        np.testing.assert_array_equal(spec["arrays"]["weight"], orient(pattern))
+        np.testing.assert_array_equal(spec["arrays"]["score"], orient(scores))
+        np.testing.assert_array_equal(spec["arrays"]["masked"].astype(bool), orient(np.isneginf(scores)))
+        assert spec["arrays"]["masked"].any() and (spec["arrays"]["weight"][spec["arrays"]["masked"] == 1] == 0).all()
+        assert spec["row_role"] == ("key" if notation == "paper" else "query")
+        assert spec["labels"][0] == "[BOS]" and len(spec["labels"]) == 12
+        assert spec["filename"] == f"lm-rope_pattern_L1_H0_{notation}"
 
 
 def test_typing_text_updates_the_tokens(app):
@@ -158,6 +192,11 @@ def test_compare_mode_shows_both_settings_and_their_difference(app):
     app.selectbox(key="mask").select("none").run()
     assert_ok(app)
     assert charts(app) == CHARTS_COMPARED
+    a, b, diff = (heatmap_spec(app, key) for key in ("head_chart_a", "head_chart", "diff_chart"))
+    assert a["arrays"]["masked"].any() and not b["arrays"]["masked"].any()  # causal against no mask
+    assert (diff["arrays"]["diff"] == b["arrays"]["weight"] - a["arrays"]["weight"]).all()
+    assert not diff["arrays"]["masked"].any()  # grey only where both hide the key
+    assert diff["zmin"] == -diff["zmax"] == -float(abs(diff["arrays"]["diff"]).max())
 
 
 def test_notation_switch_and_head_choice(app):
@@ -287,6 +326,7 @@ def test_every_chart_offers_a_png_download_and_the_buttons_have_full_labels(app)
         for chart in app.get("plotly_chart"):
             config = json.loads(chart.proto.config)
             assert config["displayModeBar"] is True and config["toImageButtonOptions"]["format"] == "png"
+    assert heatmap_spec(app, "head_chart")["filename"] == "lm-rope_pattern_L0_H0_common"  # its PNG button's file
     assert "Download plot as a PNG" in " ".join(c.value for c in app.caption)
     labels = [button.proto.label for button in app.get("download_button")]
     assert labels == ["⬇ Download the recording (.npz)", "⬇ Download this pattern, L0 H0 (.csv)"]

@@ -20,6 +20,8 @@ CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 ERROR = '[data-testid="stException"]'
 CHART = ".js-plotly-plot"
+HEATMAP = ".al-heatmap"  # the app's canvas heatmap (assets/heatmap.js), the text explorer's head charts
+ANY_CHART = f"{CHART}, {HEATMAP}"
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -118,18 +120,39 @@ def wait_idle(page) -> None:
 def load(page, url: str, charts: int) -> None:
     """Open `url`, wait for `charts` charts and the end of the run; no exception box."""
     page.goto(url)
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {charts}")
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length >= {charts}")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
 
 
-def head_chart_axis_title(page) -> str:
-    return page.locator(CHART).first.locator(".g-ytitle").text_content()
+def head_chart_rows(page) -> str:
+    """What the head chart's rows are, as its canvas tells screen readers ("…; rows: query n · rows sum to 1; …")."""
+    label = page.locator(f"{HEATMAP} canvas").first.get_attribute("aria-label")
+    return label.split("rows: ")[1]
+
+
+def cell_point(page, row: int, col: int) -> tuple[float, float]:
+    """The page coordinates of a cell's centre in the first canvas heatmap."""
+    x0, y0, cell = page.evaluate(f"() => JSON.parse(document.querySelector('{HEATMAP}').dataset.plot)")
+    bounds = page.locator(f"{HEATMAP} canvas").first.bounding_box()
+    return bounds["x"] + x0 + (col + 0.5) * cell, bounds["y"] + y0 + (row + 0.5) * cell
+
+
+def hover_cell(page, row: int, col: int) -> str:
+    """Move the mouse over a cell of the first canvas heatmap; the hover box's text."""
+    page.mouse.move(*cell_point(page, row, col))
+    tip = page.locator(f"{HEATMAP} .al-heatmap-tip").first
+    tip.wait_for()
+    return tip.inner_text()
+
+
+def canvas_image(page) -> str:
+    return page.evaluate(f"() => document.querySelector('{HEATMAP} canvas').toDataURL()")
 
 
 def test_text_explorer_in_the_browser(server, page, shoot):
     page.goto(server)
-    page.wait_for_selector(CHART)
+    page.wait_for_selector(HEATMAP)
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     assert page.get_by_text("12 tokens").count() == 1
@@ -142,7 +165,7 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     shoot(page, "text_explorer_1b_all_heads")
     page.locator(".st-key-open_head").get_by_text("L1 H1", exact=True).click()
     page.get_by_text("Layer 1, head 1", exact=True).wait_for()  # opened in "Attention pattern"
-    page.locator('[class*="st-key-head_chart"] .js-plotly-plot').wait_for()
+    page.locator(f'[class*="st-key-head_chart"] {HEATMAP} canvas').wait_for()
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
 
@@ -154,11 +177,23 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_2_new_text")
 
-    assert head_chart_axis_title(page).startswith("query")
-    page.get_by_test_id("stSidebar").get_by_text("paper", exact=True).click()
-    page.wait_for_function(
-        f"() => document.querySelector('{CHART} .g-ytitle')?.textContent.startsWith('key')")
+    assert head_chart_rows(page).startswith("query")
+    # a causal model: [BOS] sees only itself (weight exactly 1), and the next key is masked
+    assert hover_cell(page, 0, 0).splitlines()[:3] == ["query 0: [BOS]", "key 0: [BOS]", "weight 1.0000"]
+    assert "−∞ (masked)" in hover_cell(page, 0, 1)
+    causal = canvas_image(page)
+    page.mouse.click(*cell_point(page, 2, 1))  # a click takes that score apart
+    page.get_by_text("Query 2: dog and key 1: the in layer 1, head 1").wait_for()
     wait_idle(page)
+    assert "view=One+score" in page.url and page.locator(ERROR).count() == 0
+    shoot(page, "text_explorer_2b_clicked_cell")
+    page.get_by_role("tab", name="Attention pattern").click()
+    page.locator(f"{HEATMAP} canvas").wait_for()
+    wait_idle(page)
+    page.get_by_test_id("stSidebar").get_by_text("paper", exact=True).click()
+    page.wait_for_function(f"() => document.querySelector('{HEATMAP} canvas')?.ariaLabel.includes('rows: key')")
+    wait_idle(page)
+    assert canvas_image(page) != causal  # the figure changed: the transpose
     assert "notation=paper" in page.url
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_3_paper_notation")
@@ -166,7 +201,7 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     page.get_by_text("Compare with the model's own setting").click()
     page.get_by_test_id("stSelectbox").filter(has_text="Mask").click()
     page.get_by_role("option", name="none", exact=True).click()
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 3")
+    page.wait_for_function(f"() => document.querySelectorAll('{HEATMAP}').length >= 3")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_4_compare")
@@ -175,6 +210,6 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     text.fill("")
     text.press("Control+Enter")
     page.get_by_text("the text is empty").wait_for()
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length === 0")  # stale charts go
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length === 0")  # stale charts go
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_5_error")

@@ -199,4 +199,4 @@ def test_a_saved_run_opens_in_the_other_pages_like_a_bundled_model(app, user_dir
     assert picker.options[-1] == f"{name} · your run"
     picker.set_value(name).run()
     ok(at)
-    assert at.get("plotly_chart") or at.get("vega_lite_chart")
+    assert at.get("plotly_chart") or at.get("vega_lite_chart") or at.get("bidi_component")  # the canvas heatmap

@@ -14,8 +14,8 @@ for every repeat so no cached recording is reused) it measures
 
 "Redrawn" is detected in the page: a MutationObserver notes when Streamlit's script state
 (stApp[data-test-script-state]) went to running and back to notRunning, and the time of the last DOM change
-inside any plotly chart; the measurement ends at the later of the two, once the page has been quiet for
-QUIET_MS, the expected charts (or, past the context length, the error message) are on screen and, when charts
+inside any chart (a plotly chart, or the app's canvas heatmap, which counts its draws in data-drawn); the
+measurement ends at the later of the two, once the page has been quiet for QUIET_MS, the expected charts (or, past the context length, the error message) are on screen and, when charts
 are expected, at least one of them changed. Times are from just before the key press / option click.
 
 The app runs the bundled text model with the longest context (lm-rope-long, 512 tokens) at every N; past its
@@ -45,12 +45,13 @@ from core.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards  # noqa: E4
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+CHARTS = ".js-plotly-plot, .al-heatmap"  # plotly charts and the app's canvas heatmaps (assets/heatmap.js)
 QUIET_MS = 400
 TIMEOUT_MS = 60_000
 APP_CHARTS = 1  # the default tab, "Attention pattern": the chosen head (other tabs, "All heads" too, are lazy)
 TARGETS = {64: 1.5, 512: 3.0}
 
-OBSERVER_JS = """() => {
+OBSERVER_JS = """(charts) => {
   if (window.__bench && window.__bench.observer) window.__bench.observer.disconnect();
   const b = window.__bench = {t0: null, sawRunning: false, stopped: null, lastPlot: 0, plotChanged: false,
                               lastMain: 0, mainChanged: false, lastAny: performance.now()};
@@ -67,7 +68,7 @@ OBSERVER_JS = """() => {
         continue;
       }
       if (b.t0 === null) continue;
-      if (node.closest('.js-plotly-plot')) { b.lastPlot = now; b.plotChanged = true; }
+      if (node.closest(charts)) { b.lastPlot = now; b.plotChanged = true; }
       if (node.closest('[data-testid="stMain"]')) { b.lastMain = now; b.mainChanged = true; }
     }
   });
@@ -75,7 +76,7 @@ OBSERVER_JS = """() => {
                                      attributeOldValue: true});
 }"""
 
-DONE_JS = """([charts, needChange, errorText, quiet]) => {
+DONE_JS = """([charts, needChange, errorText, quiet, selector]) => {
   // Done: the script is not running, no status widget, the page has been quiet for `quiet` ms, the expected
   // charts (or error text) are there, and the rerun showed (script state seen running, or the main area or,
   // when charts are expected, a chart changed). A rerun so quick that React never shows "running" is caught
@@ -90,7 +91,7 @@ DONE_JS = """([charts, needChange, errorText, quiet]) => {
     if (!alerts.includes(errorText)) return null;
     if (!b.sawRunning && !b.mainChanged) return null;
   } else {
-    if (document.querySelectorAll('.js-plotly-plot').length < charts) return null;
+    if (document.querySelectorAll(selector).length < charts) return null;
     if (needChange ? !b.plotChanged : !(b.sawRunning || b.mainChanged)) return null;
   }
   const now = performance.now();
@@ -163,7 +164,7 @@ class Page:
 
     def load(self) -> None:
         self.page.goto(self.url)
-        self.page.wait_for_selector(".js-plotly-plot")
+        self.page.wait_for_selector(CHARTS)
         self.page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')"
                                     "?.getAttribute('data-test-script-state') === 'notRunning'")
         self.page.wait_for_timeout(1000)
@@ -174,18 +175,18 @@ class Page:
         return self.charts, True, None
 
     def _measure(self, action, n_tokens: int, need_change: bool = True) -> float:
-        self.page.evaluate(OBSERVER_JS)
+        self.page.evaluate(OBSERVER_JS, CHARTS)
         charts, change, error = self._expect(n_tokens)
         action()
         try:
-            handle = self.page.wait_for_function(DONE_JS, arg=[charts, change and need_change, error, QUIET_MS],
+            handle = self.page.wait_for_function(DONE_JS, arg=[charts, change and need_change, error, QUIET_MS, CHARTS],
                                                  polling=50, timeout=TIMEOUT_MS)
         except Exception:
-            state = self.page.evaluate("""() => ({bench: {...window.__bench, observer: undefined},
-                now: performance.now(), charts: document.querySelectorAll('.js-plotly-plot').length,
+            state = self.page.evaluate("""selector => ({bench: {...window.__bench, observer: undefined},
+                now: performance.now(), charts: document.querySelectorAll(selector).length,
                 state: document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state'),
                 status: !!document.querySelector('[data-testid="stStatusWidget"]'),
-                alerts: [...document.querySelectorAll('[data-testid="stAlert"]')].map(e => e.innerText)})""")
+                alerts: [...document.querySelectorAll('[data-testid="stAlert"]')].map(e => e.innerText)})""", CHARTS)
             raise RuntimeError(f"{self.name}: not drawn after {TIMEOUT_MS / 1000} s: {state}") from None
         return float(handle.json_value()) / 1000
 

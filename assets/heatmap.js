@@ -1,0 +1,295 @@
+// The app's canvas heatmap (pages/_heatmap.py mounts it; core/figures/canvas.py builds and packs what it shows).
+// One pixel per cell, scaled up without smoothing; tick labels, axis titles and a colour bar drawn around it; a
+// hover box with the exact recorded numbers; a PNG button. A new payload redraws the same canvas in place.
+
+const GAP = 6;
+
+function readPayload(bytes) {
+  const data = bytes.slice(); // own, aligned copy: typed arrays need offsets that are multiples of their size
+  const view = new DataView(data.buffer);
+  const length = view.getUint32(0, true);
+  const spec = JSON.parse(new TextDecoder().decode(data.subarray(4, 4 + length)));
+  const padded = size => size + (4 - (size % 4)) % 4; // every part starts at a multiple of 4 bytes
+  let offset = padded(4 + length);
+  const arrays = {};
+  for (const entry of spec.arrays) {
+    const count = entry.shape.reduce((a, b) => a * b, 1);
+    arrays[entry.name] = entry.dtype === "float32"
+      ? new Float32Array(data.buffer, offset, count) : new Uint8Array(data.buffer, offset, count);
+    offset += padded(count * (entry.dtype === "float32" ? 4 : 1));
+  }
+  spec.data = arrays;
+  spec.rows = spec.arrays[0].shape[0];
+  spec.cols = spec.arrays[0].shape[1];
+  return spec;
+}
+
+function parseColor(text) {
+  if (text.startsWith("#")) return [1, 3, 5].map(i => parseInt(text.slice(i, i + 2), 16));
+  return text.match(/[\d.]+/g).slice(0, 3).map(Number);
+}
+
+function colorTable(scale) { // 256 RGB entries, linear between the scale's stops
+  const stops = scale.map(([at, color]) => [at, parseColor(color)]);
+  const table = new Uint8ClampedArray(256 * 3);
+  for (let i = 0; i < 256; i++) {
+    const t = i / 255;
+    let k = 1;
+    while (k < stops.length - 1 && stops[k][0] < t) k++;
+    const [t0, c0] = stops[k - 1], [t1, c1] = stops[k];
+    const f = t1 > t0 ? Math.min(Math.max((t - t0) / (t1 - t0), 0), 1) : 0;
+    for (let j = 0; j < 3; j++) table[i * 3 + j] = c0[j] + f * (c1[j] - c0[j]);
+  }
+  return table;
+}
+
+function cellImage(spec) { // rows x cols pixels, one per cell
+  const {rows, cols, zmin, zmax} = spec;
+  const values = spec.data[spec.color], masked = spec.data.masked;
+  const table = colorTable(spec.colorscale), grey = parseColor(spec.masked_fill);
+  const image = new ImageData(cols, rows), px = image.data, span = zmax - zmin;
+  for (let i = 0; i < rows * cols; i++) {
+    let rgb = grey, at = 0;
+    if (!masked[i] && Number.isFinite(values[i])) {
+      at = 3 * Math.round(255 * Math.min(Math.max((values[i] - zmin) / span, 0), 1));
+      rgb = null;
+    }
+    px[4 * i] = rgb ? rgb[0] : table[at];
+    px[4 * i + 1] = rgb ? rgb[1] : table[at + 1];
+    px[4 * i + 2] = rgb ? rgb[2] : table[at + 2];
+    px[4 * i + 3] = 255;
+  }
+  const canvas = document.createElement("canvas");
+  canvas.width = cols;
+  canvas.height = rows;
+  canvas.getContext("2d").putImageData(image, 0, 0);
+  return canvas;
+}
+
+function niceTicks(lo, hi) {
+  const raw = (hi - lo) / 4, power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map(m => m * power).find(s => s >= raw);
+  const ticks = [];
+  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * step; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
+  return ticks;
+}
+
+function formatNumber(value, digits) {
+  if (value === -Infinity) return "−∞ (masked)";
+  return value.toFixed(digits).replace("-", "−");
+}
+
+function theme(element) {
+  const style = getComputedStyle(element);
+  return {text: style.getPropertyValue("--st-text-color").trim() || "#31333F",
+          background: style.getPropertyValue("--st-background-color").trim() || "#ffffff",
+          font: style.getPropertyValue("--st-font").trim() || "sans-serif"};
+}
+
+function layout(spec, ctx, width, colors, scale) {
+  const font = 12 * scale, tick = spec.tick_font * scale;
+  ctx.font = `${tick}px ${colors.font}`;
+  const shown = spec.labels.filter((_, i) => i % spec.tick_step === 0);
+  const longest = Math.max(...shown.map(label => ctx.measureText(label).width), 8);
+  const rotate = spec.labels.length > 6;
+  // a first row for the title (left) and the PNG button (right), then the colour bar's title, bar and ticks
+  const titleRow = Math.max(26, spec.title ? 14 * scale + 12 : 0);
+  const top = titleRow + font + 6 + 10 + 3 + 10 * scale + GAP + 4;
+  const bottom = (rotate ? longest * Math.sin(Math.PI / 3) + tick : tick) + GAP * 2 + font + 8;
+  const left = longest + GAP + font + 14, right = 10;
+  const cell = Math.max(0.5, Math.min((width - left - right) / spec.cols, (spec.height - top - bottom) / spec.rows));
+  const plotWidth = cell * spec.cols, plotHeight = cell * spec.rows;
+  const x0 = left + Math.max(0, (width - left - right - plotWidth) / 2);
+  return {font, tick, rotate, titleRow, top, x0, y0: top, cell, plotWidth, plotHeight,
+          height: Math.ceil(top + plotHeight + bottom)};
+}
+
+function drawColorbar(ctx, spec, box, colors) {
+  const barWidth = box.plotWidth * 0.7, barX = box.x0 + (box.plotWidth - barWidth) / 2;
+  const titleY = box.titleRow + box.font;
+  const barY = titleY + 6;
+  ctx.fillStyle = colors.text;
+  ctx.font = `${box.font}px ${colors.font}`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "alphabetic";
+  ctx.fillText(spec.colorbar_title, barX + barWidth / 2, titleY);
+  const gradient = ctx.createLinearGradient(barX, 0, barX + barWidth, 0);
+  for (const [at, color] of spec.colorscale) gradient.addColorStop(at, color);
+  ctx.fillStyle = gradient;
+  ctx.fillRect(barX, barY, barWidth, 10);
+  ctx.fillStyle = colors.text;
+  ctx.font = `${10 * box.font / 12}px ${colors.font}`;
+  ctx.textBaseline = "top";
+  for (const value of niceTicks(spec.zmin, spec.zmax)) {
+    const x = barX + barWidth * (value - spec.zmin) / (spec.zmax - spec.zmin);
+    ctx.fillText(String(+value.toFixed(6)).replace("-", "−"), x, barY + 13);
+  }
+}
+
+function drawAxes(ctx, spec, box, colors) {
+  const {x0, y0, cell, plotWidth, plotHeight, tick, font} = box;
+  ctx.fillStyle = colors.text;
+  ctx.font = `${tick}px ${colors.font}`;
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  for (let i = 0; i < spec.rows; i += spec.tick_step) ctx.fillText(spec.labels[i], x0 - GAP, y0 + (i + 0.5) * cell);
+  let below = y0 + plotHeight + GAP;
+  for (let i = 0; i < spec.cols; i += spec.tick_step) {
+    const x = x0 + (i + 0.5) * cell;
+    ctx.save();
+    ctx.translate(x, below);
+    if (box.rotate) {
+      ctx.rotate(-Math.PI / 3);
+      ctx.textAlign = "right";
+      ctx.textBaseline = "middle";
+    } else {
+      ctx.textAlign = "center";
+      ctx.textBaseline = "top";
+    }
+    ctx.fillText(spec.labels[i], 0, 0);
+    ctx.restore();
+  }
+  ctx.font = `${font}px ${colors.font}`;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "bottom";
+  ctx.fillText(spec.x_title, x0 + plotWidth / 2, box.height - 4);
+  ctx.save();
+  ctx.translate(font, y0 + plotHeight / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.textBaseline = "middle";
+  ctx.fillText(spec.y_title, 0, 0);
+  ctx.restore();
+  if (spec.title) {
+    ctx.textAlign = "left";
+    ctx.textBaseline = "top";
+    ctx.font = `${14 * font / 12}px ${colors.font}`;
+    ctx.fillText(spec.title, 4, 4);
+  }
+}
+
+function drawHatching(ctx, spec, box) {
+  const {x0, y0, cell} = box, masked = spec.data.masked;
+  ctx.strokeStyle = spec.hatch_color;
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (let r = 0; r < spec.rows; r++) {
+    for (let c = 0; c < spec.cols; c++) {
+      if (!masked[r * spec.cols + c]) continue;
+      ctx.moveTo(x0 + (c + 0.15) * cell, y0 + (r + 0.85) * cell);
+      ctx.lineTo(x0 + (c + 0.85) * cell, y0 + (r + 0.15) * cell);
+    }
+  }
+  ctx.stroke();
+}
+
+function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` device pixels per CSS pixel
+  const scale = spec.font_scale || 1;
+  const ctx = canvas.getContext("2d");
+  const box = layout(spec, ctx, width, colors, scale);
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(box.height * ratio);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${box.height}px`;
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.fillStyle = colors.background;
+  ctx.fillRect(0, 0, width, box.height);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(spec.image, box.x0, box.y0, box.plotWidth, box.plotHeight);
+  if (spec.hatch) drawHatching(ctx, spec, box);
+  drawAxes(ctx, spec, box, colors);
+  drawColorbar(ctx, spec, box, colors);
+  return box;
+}
+
+function cellAt(state, event) {
+  const {box, spec} = state, bounds = state.canvas.getBoundingClientRect();
+  const c = Math.floor((event.clientX - bounds.left - box.x0) / box.cell);
+  const r = Math.floor((event.clientY - bounds.top - box.y0) / box.cell);
+  return r >= 0 && r < spec.rows && c >= 0 && c < spec.cols ? [r, c] : null;
+}
+
+function hoverText(spec, r, c) {
+  const i = r * spec.cols + c;
+  const lines = [`${spec.row_role} ${r}: ${spec.labels[r]}`, `${spec.col_role} ${c}: ${spec.labels[c]}`];
+  for (const field of spec.fields) lines.push(`${field.name} ${formatNumber(spec.data[field.array][i], field.digits)}`);
+  if (spec.data.masked[i]) lines.push("masked: the query may not see this key");
+  return lines.join("\n");
+}
+
+function showHover(state, event) {
+  const cell = cellAt(state, event), tip = state.tip;
+  if (!cell) { tip.hidden = true; return; }
+  tip.textContent = hoverText(state.spec, ...cell);
+  tip.hidden = false;
+  const bounds = state.root.getBoundingClientRect();
+  let x = event.clientX - bounds.left + 14, y = event.clientY - bounds.top + 14;
+  if (x + tip.offsetWidth > bounds.width) x = Math.max(0, x - tip.offsetWidth - 28);
+  tip.style.left = `${x}px`;
+  tip.style.top = `${y}px`;
+}
+
+function savePng(state) {
+  const canvas = document.createElement("canvas");
+  draw(canvas, state.spec, state.width, 2, theme(state.root));
+  canvas.toBlob(blob => {
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = `${state.spec.filename || "heatmap"}.png`;
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }, "image/png");
+}
+
+function build(parent, setTriggerValue) {
+  const root = document.createElement("div");
+  root.className = "al-heatmap";
+  root.dataset.drawn = "0";
+  const button = document.createElement("button");
+  button.className = "al-heatmap-png";
+  button.type = "button";
+  button.textContent = "⤓ PNG";
+  button.title = "Download plot as a PNG";
+  const canvas = document.createElement("canvas");
+  canvas.setAttribute("role", "img");
+  const tip = document.createElement("div");
+  tip.className = "al-heatmap-tip";
+  tip.hidden = true;
+  root.append(button, canvas, tip);
+  parent.appendChild(root);
+  const state = {root, canvas, tip, width: 0};
+  button.addEventListener("click", () => savePng(state));
+  canvas.addEventListener("mousemove", event => showHover(state, event));
+  canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
+  canvas.addEventListener("click", event => {
+    const cell = cellAt(state, event);
+    if (cell) state.setTriggerValue("cell", {[state.spec.row_role]: cell[0], [state.spec.col_role]: cell[1]});
+  });
+  state.observer = new ResizeObserver(() => {
+    if (state.spec && root.clientWidth && Math.abs(root.clientWidth - state.width) > 1) render(state);
+  });
+  state.observer.observe(root);
+  state.setTriggerValue = setTriggerValue;
+  return state;
+}
+
+function render(state) {
+  state.width = state.root.clientWidth || 600;
+  state.box = draw(state.canvas, state.spec, state.width, window.devicePixelRatio || 1, theme(state.root));
+  const {spec, box} = state;
+  state.canvas.setAttribute("aria-label", `${spec.title || spec.colorbar_title}, ${spec.rows} × ${spec.cols} ` +
+                            `heatmap; rows: ${spec.y_title}; columns: ${spec.x_title}`);
+  state.root.dataset.plot = JSON.stringify([box.x0, box.y0, box.cell]); // where the cells are, for tests
+  state.root.dataset.drawn = String(Number(state.root.dataset.drawn) + 1); // tells tests and benchmarks it drew
+}
+
+export default function (component) {
+  const {parentElement, data, setTriggerValue} = component;
+  if (!data) return;
+  const state = parentElement.__alHeatmap || (parentElement.__alHeatmap = build(parentElement, setTriggerValue));
+  state.setTriggerValue = setTriggerValue;
+  const spec = readPayload(data);
+  spec.image = cellImage(spec);
+  state.spec = spec;
+  state.tip.hidden = true;
+  render(state);
+}

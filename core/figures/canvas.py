@@ -1,0 +1,130 @@
+"""Heatmaps for the app's canvas chart (assets/heatmap.js): pure data, no drawing, no Streamlit.
+
+The plotly heatmap of core.figures.attention costs the browser most of a toggle at 512 tokens: Streamlit's chart
+turns the figure into JSON and back twice to theme it and draws it twice. The canvas chart takes the numbers as
+they are (float32 bytes, exactly the recorded weights), paints one pixel per cell and scales it up, and redraws in
+place. The spec here says everything the chart shows; `pack` turns it into the bytes the browser reads:
+
+    uint32 little-endian L | L bytes of JSON (the spec without its arrays) | zero padding to a multiple of 4 |
+    each array in spec["arrays"] order, C order, little-endian (float32 or uint8), each padded the same way
+
+Orientation follows the notation as in core.figures.attention: rows are queries in common notation, keys in
+the paper's (where each column sums to 1).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, MAX_HATCHED, MAX_TICK_LABELS,
+                                    WEIGHT_COLORSCALE, _figure_size, _masked_of, _tick_font_size, axis_titles,
+                                    oriented, token_labels)
+
+DTYPES = {"float32": np.float32, "uint8": np.uint8}
+
+
+def _plain_labels(tokens: Sequence[str], unknown: Sequence[bool] | None) -> list[str]:
+    """The axis labels of core.figures.attention, as text (a canvas draws no markup)."""
+    return [html.unescape(label) for label in token_labels(tokens, unknown)]
+
+
+def _roles(notation: str) -> tuple[str, str]:
+    """(what a row is, what a column is) in this notation."""
+    return ("key", "query") if notation == "paper" else ("query", "key")
+
+
+def _base_spec(labels: list[str], notation: str, title: str, height: int | None, masked: np.ndarray) -> dict:
+    n = len(labels)
+    x_title, y_title = axis_titles(notation)
+    row_role, col_role = _roles(notation)
+    shown_masked = oriented(masked, notation)
+    return {"labels": labels, "row_role": row_role, "col_role": col_role, "x_title": x_title, "y_title": y_title,
+            "title": title, "height": height or _figure_size(n), "tick_step": -(-n // MAX_TICK_LABELS),
+            "tick_font": _tick_font_size(n), "masked_fill": MASKED_FILL, "hatch_color": MASKED_HATCH,
+            "hatch": bool(shown_masked.any()) and n <= MAX_HATCHED,
+            "arrays": {"masked": shown_masked.astype(np.uint8)}}
+
+
+def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray | None = None, *,
+                      unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
+                      masked: np.ndarray | None = None, height: int | None = None) -> dict:
+    """One head's pattern [N(query), N(key)], as core.figures.attention.head_heatmap shows it: weights on 0..1,
+    masked cells (from `masked`, else scores of -inf) grey, hatched up to MAX_HATCHED tokens. The hover gives the
+    query, the key, the weight and, when `scores` are given, the pre-softmax score, at every N (the scores are
+    sent as bytes, so unlike the plotly chart there is no size past which they are left out)."""
+    pattern = np.asarray(pattern)
+    n = pattern.shape[-1]
+    if pattern.shape != (n, n) or len(tokens) != n:
+        raise ValueError(f"pattern must be [N, N] with N = len(tokens); got {pattern.shape} and {len(tokens)} tokens")
+    spec = _base_spec(_plain_labels(tokens, unknown), notation, title, height, _masked_of(scores, masked, n))
+    spec["arrays"]["weight"] = oriented(pattern, notation)
+    spec["fields"] = [{"name": "weight", "array": "weight", "digits": 4}]
+    if scores is not None:
+        spec["arrays"]["score"] = oriented(np.asarray(scores), notation)
+        spec["fields"].append({"name": "score", "array": "score", "digits": 3})
+    spec.update(color="weight", zmin=0.0, zmax=1.0, colorscale=WEIGHT_COLORSCALE, colorbar_title="weight (0 … 1)")
+    return spec
+
+
+def difference_heatmap_spec(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Sequence[str], *,
+                            unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
+                            masked_a: np.ndarray | None = None, masked_b: np.ndarray | None = None,
+                            labels_ab: tuple[str, str] = ("A", "B"), height: int | None = None) -> dict:
+    """B − A of two patterns [N(query), N(key)] over the same tokens on a diverging scale centred on 0, as
+    core.figures.attention.difference_heatmap: cells masked in both grey; the hover gives A, B and B − A."""
+    a, b = np.asarray(pattern_a), np.asarray(pattern_b)
+    if a.shape != b.shape:
+        raise ValueError(f"the two patterns differ in shape: {a.shape} and {b.shape}")
+    n = a.shape[-1]
+    both_masked = _masked_of(None, masked_a, n) & _masked_of(None, masked_b, n)
+    spec = _base_spec(_plain_labels(tokens, unknown), notation, title, height, both_masked)
+    name_a, name_b = labels_ab
+    diff = b - a
+    limit = float(max(np.abs(diff).max(initial=0.0), 1e-6))
+    spec["arrays"].update({"a": oriented(a, notation), "b": oriented(b, notation), "diff": oriented(diff, notation)})
+    spec["fields"] = [{"name": name_a, "array": "a", "digits": 4}, {"name": name_b, "array": "b", "digits": 4},
+                      {"name": f"{name_b} − {name_a}", "array": "diff", "digits": 4}]
+    spec.update(color="diff", zmin=-limit, zmax=limit, colorscale=DIFF_COLORSCALE,
+                colorbar_title=f"{name_b} − {name_a}")
+    return spec
+
+
+def pack(spec: dict, **extra) -> bytes:
+    """The spec (and `extra` keys, such as the PNG's file name) as the bytes the canvas chart reads."""
+    arrays = {name: np.ascontiguousarray(value, dtype=np.uint8 if value.dtype in (bool, np.uint8) else np.float32)
+              for name, value in spec["arrays"].items()}
+    header = {**{k: v for k, v in spec.items() if k != "arrays"}, **extra,
+              "arrays": [{"name": name, "dtype": str(value.dtype), "shape": list(value.shape)}
+                         for name, value in arrays.items()]}
+    text = json.dumps(header, ensure_ascii=False, allow_nan=False).encode()
+    parts = [struct.pack("<I", len(text)), text, _padding(4 + len(text))]
+    for value in arrays.values():
+        data = value.astype(value.dtype.newbyteorder("<"), copy=False).tobytes()
+        parts += [data, _padding(len(data))]
+    return b"".join(parts)
+
+
+def _padding(size: int) -> bytes:
+    """Zeros up to the next multiple of 4 bytes: a float32 array in the browser must start at one."""
+    return b"\0" * (-size % 4)
+
+
+def unpack(payload: bytes) -> dict:
+    """The spec back from `pack`'s bytes, arrays as numpy arrays (what the browser reads, for tests and notebooks)."""
+    (length,) = struct.unpack_from("<I", payload)
+    spec = json.loads(payload[4:4 + length])
+    offset = 4 + length + len(_padding(4 + length))
+    arrays = {}
+    for entry in spec["arrays"]:
+        dtype = np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<")
+        count = int(np.prod(entry["shape"]))
+        arrays[entry["name"]] = np.frombuffer(payload, dtype, count, offset).reshape(entry["shape"])
+        offset += count * dtype.itemsize + len(_padding(count * dtype.itemsize))
+    if offset != len(payload):
+        raise ValueError(f"payload has {len(payload) - offset} bytes past its arrays")
+    return {**spec, "arrays": arrays}

@@ -1,0 +1,95 @@
+"""The canvas heatmap's specs and bytes (core/figures/canvas.py): what the browser is sent is exactly what the model
+computed, oriented by the notation, and the bytes read back as they were packed."""
+
+import numpy as np
+import pytest
+
+from core.figures.attention import MAX_HATCHED, MAX_TICK_LABELS, axis_titles
+from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec, pack, unpack
+
+
+def causal_head(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A causal head's (pattern, scores) [N, N]: scores -inf above the diagonal, rows of the pattern sum to 1."""
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=(n, n)).astype(np.float32)
+    scores[np.triu_indices(n, 1)] = -np.inf
+    pattern = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return (pattern / pattern.sum(axis=1, keepdims=True)).astype(np.float32), scores
+
+
+@pytest.mark.parametrize("n", [1, 5, 9, 130])  # odd sizes: the uint8 mask leaves the float32 arrays unaligned
+def test_pack_and_unpack_give_back_every_number(n):
+    pattern, scores = causal_head(n)
+    spec = head_heatmap_spec(pattern, [f"t{i}" for i in range(n)], scores)
+    payload = pack(spec, filename="x", font_scale=1)
+    back = unpack(payload)
+    for name, array in spec["arrays"].items():
+        np.testing.assert_array_equal(back["arrays"][name], array)
+    assert back["filename"] == "x" and back["labels"] == spec["labels"]
+    assert len(payload) % 4 == 0  # every part padded to 4 bytes
+
+
+def test_head_spec_orients_by_notation_and_marks_masked_cells():
+    pattern, scores = causal_head(6)
+    tokens = ["[BOS]", "the", "cat", "sat", "on", "."]
+    common = head_heatmap_spec(pattern, tokens, scores)
+    paper = head_heatmap_spec(pattern, tokens, scores, notation="paper")
+    np.testing.assert_array_equal(common["arrays"]["weight"], pattern)
+    np.testing.assert_array_equal(paper["arrays"]["weight"], pattern.T)
+    np.testing.assert_array_equal(paper["arrays"]["score"], scores.T)
+    assert (common["arrays"]["masked"] == np.triu(np.ones((6, 6)), 1)).all()
+    assert (paper["arrays"]["masked"] == np.tril(np.ones((6, 6)), -1)).all()
+    np.testing.assert_allclose(common["arrays"]["weight"].sum(axis=1), 1, rtol=1e-6)  # rows sum to 1
+    np.testing.assert_allclose(paper["arrays"]["weight"].sum(axis=0), 1, rtol=1e-6)  # columns, in the paper's
+    assert (common["row_role"], common["col_role"]) == ("query", "key")
+    assert (paper["row_role"], paper["col_role"]) == ("key", "query")
+    assert (paper["x_title"], paper["y_title"]) == axis_titles("paper")
+    assert common["hatch"] and common["zmin"] == 0 and common["zmax"] == 1
+
+
+def test_masked_cells_come_from_the_mask_when_given():
+    pattern, _ = causal_head(4)
+    hidden = np.zeros((4, 4), bool)
+    hidden[3, 0] = True
+    spec = head_heatmap_spec(pattern, list("abcd"), masked=hidden)
+    assert spec["arrays"]["masked"].sum() == 1 and spec["arrays"]["masked"][3, 0] == 1
+    assert [field["name"] for field in spec["fields"]] == ["weight"]  # no scores, no score in the hover
+
+
+def test_labels_are_plain_text_with_invisible_characters_shown():
+    pattern, scores = causal_head(4)
+    spec = head_heatmap_spec(pattern, ["<b>", " ", "a\x07", "&"], scores, unknown=[True, False, False, False])
+    assert spec["labels"] == ["⟨<b>⟩?", "␣", "a\\x07", "&"]  # a canvas draws text: nothing HTML-escaped
+
+
+def test_long_texts_thin_the_ticks_and_drop_the_hatching():
+    pattern, scores = causal_head(512)
+    spec = head_heatmap_spec(pattern, [f"t{i}" for i in range(512)], scores)
+    assert spec["tick_step"] == -(-512 // MAX_TICK_LABELS) and len(range(0, 512, spec["tick_step"])) <= MAX_TICK_LABELS
+    assert not spec["hatch"] and 512 > MAX_HATCHED
+    assert spec["arrays"]["score"].shape == (512, 512)  # bytes, not lists: the scores go at every size
+
+
+def test_difference_spec_is_b_minus_a_greyed_only_where_both_hide():
+    a, scores_a = causal_head(5, seed=1)
+    b = np.full((5, 5), 0.2, np.float32)  # no mask: uniform
+    spec = difference_heatmap_spec(a, b, list("abcde"), masked_a=np.isneginf(scores_a),
+                                   masked_b=np.zeros((5, 5), bool), notation="paper")
+    np.testing.assert_array_equal(spec["arrays"]["diff"], (b - a).T)
+    np.testing.assert_array_equal(spec["arrays"]["a"], a.T)
+    assert not spec["arrays"]["masked"].any()
+    assert spec["zmin"] == -spec["zmax"] == -float(np.abs(b - a).max())
+    assert [field["name"] for field in spec["fields"]] == ["A", "B", "B − A"]
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match="N = len"):
+        head_heatmap_spec(np.zeros((3, 3)), ["a", "b"])
+    with pytest.raises(ValueError, match="differ in shape"):
+        difference_heatmap_spec(np.zeros((3, 3)), np.zeros((2, 2)), ["a", "b", "c"])
+
+
+def test_unpack_refuses_trailing_bytes():
+    pattern, scores = causal_head(3)
+    with pytest.raises(ValueError, match="past its arrays"):
+        unpack(pack(head_heatmap_spec(pattern, list("abc"), scores)) + b"\0\0\0\0")
