@@ -66,8 +66,8 @@ function cellImage(spec) { // rows x cols pixels, one per cell
   return canvas;
 }
 
-function niceTicks(lo, hi) {
-  const raw = (hi - lo) / 4, power = 10 ** Math.floor(Math.log10(raw));
+function niceTicks(lo, hi, intervals) {
+  const raw = (hi - lo) / intervals, power = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map(m => m * power).find(s => s >= raw);
   const ticks = [];
   for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + 1e-9 * step; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
@@ -86,22 +86,36 @@ function theme(element) {
           font: style.getPropertyValue("--st-font").trim() || "sans-serif"};
 }
 
+function tickText(spec, i, step) { // thinned labels carry their position, or every 7th token reads like a sentence
+  return step > 1 ? `${i} ${spec.labels[i]}` : spec.labels[i];
+}
+
+function margins(spec, ctx, step, font, tick, scale) {
+  let longest = 8;
+  for (let i = 0; i < spec.labels.length; i += step) longest = Math.max(longest, ctx.measureText(tickText(spec, i, step)).width);
+  const rotate = spec.labels.length > 6;
+  // a first row for the title (left) and the PNG button (right), then the colour bar's title, bar and ticks
+  const titleRow = Math.max(26 * scale, spec.title ? 14 * scale + 12 : 0);
+  const top = titleRow + font + 6 + 10 + 3 + 10 * scale + GAP + 4;
+  const bottom = (rotate ? longest * Math.sin(Math.PI / 3) + tick : tick) + GAP * 2 + font + 8;
+  return {longest, rotate, titleRow, top, bottom, left: longest + GAP + font + 14, right: 10};
+}
+
 function layout(spec, ctx, width, colors, scale) {
   const font = 12 * scale, tick = spec.tick_font * scale;
   ctx.font = `${tick}px ${colors.font}`;
-  const shown = spec.labels.filter((_, i) => i % spec.tick_step === 0);
-  const longest = Math.max(...shown.map(label => ctx.measureText(label).width), 8);
-  const rotate = spec.labels.length > 6;
-  // a first row for the title (left) and the PNG button (right), then the colour bar's title, bar and ticks
-  const titleRow = Math.max(26, spec.title ? 14 * scale + 12 : 0);
-  const top = titleRow + font + 6 + 10 + 3 + 10 * scale + GAP + 4;
-  const bottom = (rotate ? longest * Math.sin(Math.PI / 3) + tick : tick) + GAP * 2 + font + 8;
-  const left = longest + GAP + font + 14, right = 10;
-  const cell = Math.max(0.5, Math.min((width - left - right) / spec.cols, (spec.height - top - bottom) / spec.rows));
+  const fit = m => Math.max(0.05, Math.min((width - m.left - m.right) / spec.cols, (spec.height - m.top - m.bottom) / spec.rows));
+  let step = spec.tick_step, m = margins(spec, ctx, step, font, tick, scale), cell = fit(m);
+  const spaced = Math.ceil(1.25 * tick / cell); // labels at least 1.25 lines apart, however small the cells
+  if (spaced > step) {
+    step = spaced;
+    m = margins(spec, ctx, step, font, tick, scale);
+    cell = fit(m);
+  }
   const plotWidth = cell * spec.cols, plotHeight = cell * spec.rows;
-  const x0 = left + Math.max(0, (width - left - right - plotWidth) / 2);
-  return {font, tick, rotate, titleRow, top, x0, y0: top, cell, plotWidth, plotHeight,
-          height: Math.ceil(top + plotHeight + bottom)};
+  const x0 = m.left + Math.max(0, (width - m.left - m.right - plotWidth) / 2);
+  return {...m, font, tick, step, x0, y0: m.top, cell, plotWidth, plotHeight, width,
+          height: Math.ceil(m.top + plotHeight + m.bottom)};
 }
 
 function drawColorbar(ctx, spec, box, colors) {
@@ -112,15 +126,17 @@ function drawColorbar(ctx, spec, box, colors) {
   ctx.font = `${box.font}px ${colors.font}`;
   ctx.textAlign = "center";
   ctx.textBaseline = "alphabetic";
-  ctx.fillText(spec.colorbar_title, barX + barWidth / 2, titleY);
+  ctx.fillText(spec.colorbar_title, barX + barWidth / 2, titleY, box.width - 8);
   const gradient = ctx.createLinearGradient(barX, 0, barX + barWidth, 0);
   for (const [at, color] of spec.colorscale) gradient.addColorStop(at, color);
   ctx.fillStyle = gradient;
   ctx.fillRect(barX, barY, barWidth, 10);
   ctx.fillStyle = colors.text;
-  ctx.font = `${10 * box.font / 12}px ${colors.font}`;
+  const tickFont = 10 * box.font / 12;
+  ctx.font = `${tickFont}px ${colors.font}`;
   ctx.textBaseline = "top";
-  for (const value of niceTicks(spec.zmin, spec.zmax)) {
+  const intervals = Math.max(1, Math.min(4, Math.floor(barWidth / (5 * tickFont)))); // fewer ticks on a narrow bar
+  for (const value of niceTicks(spec.zmin, spec.zmax, intervals)) {
     const x = barX + barWidth * (value - spec.zmin) / (spec.zmax - spec.zmin);
     ctx.fillText(String(+value.toFixed(6)).replace("-", "−"), x, barY + 13);
   }
@@ -132,9 +148,9 @@ function drawAxes(ctx, spec, box, colors) {
   ctx.font = `${tick}px ${colors.font}`;
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  for (let i = 0; i < spec.rows; i += spec.tick_step) ctx.fillText(spec.labels[i], x0 - GAP, y0 + (i + 0.5) * cell);
+  for (let i = 0; i < spec.rows; i += box.step) ctx.fillText(tickText(spec, i, box.step), x0 - GAP, y0 + (i + 0.5) * cell);
   let below = y0 + plotHeight + GAP;
-  for (let i = 0; i < spec.cols; i += spec.tick_step) {
+  for (let i = 0; i < spec.cols; i += box.step) {
     const x = x0 + (i + 0.5) * cell;
     ctx.save();
     ctx.translate(x, below);
@@ -146,18 +162,20 @@ function drawAxes(ctx, spec, box, colors) {
       ctx.textAlign = "center";
       ctx.textBaseline = "top";
     }
-    ctx.fillText(spec.labels[i], 0, 0);
+    ctx.fillText(tickText(spec, i, box.step), 0, 0);
     ctx.restore();
   }
   ctx.font = `${font}px ${colors.font}`;
   ctx.textAlign = "center";
   ctx.textBaseline = "bottom";
-  ctx.fillText(spec.x_title, x0 + plotWidth / 2, box.height - 4);
+  const half = Math.min(ctx.measureText(spec.x_title).width, box.width - 8) / 2; // kept inside the canvas
+  ctx.fillText(spec.x_title, Math.min(Math.max(x0 + plotWidth / 2, 4 + half), box.width - 4 - half), box.height - 4,
+               box.width - 8);
   ctx.save();
-  ctx.translate(font, y0 + plotHeight / 2);
+  ctx.translate(Math.max(font, x0 - box.longest - GAP - font * 0.8), y0 + plotHeight / 2); // beside the labels
   ctx.rotate(-Math.PI / 2);
   ctx.textBaseline = "middle";
-  ctx.fillText(spec.y_title, 0, 0);
+  ctx.fillText(spec.y_title, 0, 0, plotHeight + box.bottom);
   ctx.restore();
   if (spec.title) {
     ctx.textAlign = "left";
@@ -193,7 +211,7 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
   ctx.fillStyle = colors.background;
   ctx.fillRect(0, 0, width, box.height);
-  ctx.imageSmoothingEnabled = false;
+  ctx.imageSmoothingEnabled = box.cell < 1; // under a pixel a cell: average, rather than drop, what cannot show
   ctx.drawImage(spec.image, box.x0, box.y0, box.plotWidth, box.plotHeight);
   if (spec.hatch) drawHatching(ctx, spec, box);
   drawAxes(ctx, spec, box, colors);
@@ -224,13 +242,15 @@ function showHover(state, event) {
   const bounds = state.root.getBoundingClientRect();
   let x = event.clientX - bounds.left + 14, y = event.clientY - bounds.top + 14;
   if (x + tip.offsetWidth > bounds.width) x = Math.max(0, x - tip.offsetWidth - 28);
+  if (event.clientY + 14 + tip.offsetHeight > window.innerHeight) y = Math.max(0, y - tip.offsetHeight - 28); // above
   tip.style.left = `${x}px`;
   tip.style.top = `${y}px`;
 }
 
 function savePng(state) {
   const canvas = document.createElement("canvas");
-  draw(canvas, state.spec, state.width, 2, theme(state.root));
+  const spec = {...state.spec, title: state.spec.png_title || state.spec.title}; // the file says what it shows
+  draw(canvas, spec, state.width, 2, theme(state.root));
   canvas.toBlob(blob => {
     const link = document.createElement("a");
     link.href = URL.createObjectURL(blob);
@@ -278,6 +298,7 @@ function render(state) {
   const {spec, box} = state;
   state.canvas.setAttribute("aria-label", `${spec.title || spec.colorbar_title}, ${spec.rows} × ${spec.cols} ` +
                             `heatmap; rows: ${spec.y_title}; columns: ${spec.x_title}`);
+  state.root.style.setProperty("--al-scale", String(spec.font_scale || 1)); // the button and hover box, too
   state.root.dataset.plot = JSON.stringify([box.x0, box.y0, box.cell]); // where the cells are, for tests
   state.root.dataset.drawn = String(Number(state.root.dataset.drawn) + 1); // tells tests and benchmarks it drew
 }

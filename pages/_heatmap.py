@@ -18,11 +18,12 @@ PRESENTER_SCALE = 20 / 12  # presenter mode's chart font (pages._common.PRESENTE
 CSS = """
 .al-heatmap { position: relative; width: 100%; }
 .al-heatmap canvas { display: block; cursor: crosshair; }
-.al-heatmap-png { position: absolute; top: 0; right: 0; z-index: 1; font: 12px sans-serif; padding: 2px 8px;
+.al-heatmap-png { position: absolute; top: 0; right: 0; z-index: 1; font: calc(12px * var(--al-scale, 1)) sans-serif;
+  padding: 2px 8px;
   color: var(--st-text-color, #31333F); background: var(--st-background-color, #fff); opacity: 0.75;
   border: 1px solid rgba(128, 128, 128, 0.4); border-radius: 4px; cursor: pointer; }
 .al-heatmap-png:hover { opacity: 1; }
-.al-heatmap-tip { position: absolute; z-index: 2; pointer-events: none; white-space: pre; font: 12px/1.45
+.al-heatmap-tip { position: absolute; z-index: 2; pointer-events: none; white-space: pre; font: calc(12px * var(--al-scale, 1))/1.45
   var(--st-font, sans-serif); padding: 6px 9px; border-radius: 4px; color: #fff; background: rgba(38, 39, 48, 0.92);
   box-shadow: 0 2px 6px rgba(0, 0, 0, 0.25); }
 """
@@ -31,10 +32,11 @@ _component = st.components.v2.component("attention_lab.heatmap", js=ASSET.read_t
                                         isolate_styles=False)
 
 
-def heatmap(spec: dict, key: str, filename: str, on_cell=None) -> None:
-    """Draw `spec` (core.figures.canvas) under `key`; its PNG button saves `filename`.png. Presenter mode scales
+def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = "") -> None:
+    """Draw `spec` (core.figures.canvas) under `key`; its PNG button saves `filename`.png, with `png_title` at the
+    top (the page shows that title above the chart, outside it). Presenter mode scales
     its type as it does the plotly charts'. A click on a cell calls `on_cell(cell)`, cell = {"query": q, "key": k},
     as a Streamlit callback (before the rerun, so it may set widgets' state)."""
     scale = PRESENTER_SCALE if st.session_state.get("presenter") else 1
-    _component(data=pack(spec, filename=filename, font_scale=scale), key=key,
+    _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=scale), key=key,
                on_cell_change=lambda: on_cell and on_cell((st.session_state.get(key) or {}).get("cell")))

@@ -166,6 +166,13 @@ def head_notes(recording: Recording, layer: int, head: int, notation: str) -> No
     downloads(recording, layer, head, notation)
 
 
+def titled_heatmap(title: str, spec: dict, key: str, filename: str) -> None:
+    """A head's heatmap under its title (markdown on the page, plain text at the top of the PNG); a click on a cell
+    takes its score apart."""
+    st.markdown(title)
+    heatmap(spec, key=key, filename=filename, on_cell=_open_score, png_title=title.replace("**", ""))
+
+
 def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
                  layer: int, head: int) -> None:
     """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads."""
@@ -175,33 +182,34 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         wide = len(tokens) > SIDE_BY_SIDE_TOKENS  # a long text needs the full width to keep its labels readable
         col_main, col_notes = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
         with col_main:
-            st.markdown(f"**Layer {layer}, head {head}** · {labels[1]}")
-            heatmap(head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                      unknown=unknown, notation=notation),
-                    key="head_chart", on_cell=_open_score, filename=f"{name}_pattern_L{layer}_H{head}_{notation}")
+            titled_heatmap(f"**Layer {layer}, head {head}** · {labels[1]}",
+                           head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+                                             unknown=unknown, notation=notation),
+                           "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}")
         with col_notes:
             head_notes(recording, layer, head, notation)
     else:
         height = int(np.clip(22 * len(tokens) + 200, 420, 720))
-        col_a, col_b, col_d = st.columns(3)
+        where = f"L{layer}_H{head}_{notation}"
+        col_a, col_b, col_d = st.columns(3, vertical_alignment="bottom")  # charts level, whatever their titles
         with col_a:
-            st.markdown(f"**A** · layer {layer}, head {head} · {labels[0]}")
-            heatmap(head_heatmap_spec(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
-                                      unknown=unknown, notation=notation, height=height),
-                    key="head_chart_a", on_cell=_open_score, filename=f"A_pattern_L{layer}_H{head}_{notation}")
+            titled_heatmap(f"**A** · layer {layer}, head {head} · {labels[0]}",
+                           head_heatmap_spec(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
+                                             unknown=unknown, notation=notation, height=height),
+                           "head_chart_a", f"{model_name(baseline)}_A_pattern_{where}")
         with col_b:
-            st.markdown(f"**B** · layer {layer}, head {head} · {labels[1]}")
-            heatmap(head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                      unknown=unknown, notation=notation, height=height),
-                    key="head_chart", on_cell=_open_score, filename=f"B_pattern_L{layer}_H{head}_{notation}")
+            titled_heatmap(f"**B** · layer {layer}, head {head} · {labels[1]}",
+                           head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+                                             unknown=unknown, notation=notation, height=height),
+                           "head_chart", f"{name}_B_pattern_{where}")
         with col_d:
-            st.markdown("**B − A** · red: B attends more, blue: A attends more")
-            heatmap(difference_heatmap_spec(baseline.pattern(layer)[head], recording.pattern(layer)[head],
-                                            tokens, unknown=unknown, notation=notation,
-                                            masked_a=masked_of(baseline, layer),
-                                            masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
-                                            height=height),
-                    key="diff_chart", on_cell=_open_score, filename=f"B_minus_A_L{layer}_H{head}_{notation}")
+            titled_heatmap("**B − A** · red: B attends more, blue: A attends more",
+                           difference_heatmap_spec(baseline.pattern(layer)[head], recording.pattern(layer)[head],
+                                                   tokens, unknown=unknown, notation=notation,
+                                                   masked_a=masked_of(baseline, layer),
+                                                   masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
+                                                   height=height),
+                           "diff_chart", f"{name}_B_minus_A_{where}")
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
@@ -257,7 +265,9 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     plain = [label.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") for label in shown]
     col_query, col_key = st.columns(2)
     with col_query:
-        query = st.selectbox("Query token n (the one attending)", list(range(n)), index=n - 1,
+        # no default once a click on the heatmap has set it (Streamlit warns of a default beside a set value)
+        query = st.selectbox("Query token n (the one attending)", list(range(n)),
+                             index=None if "qk_query" in st.session_state else n - 1,
                              format_func=lambda i: f"{i}: {plain[i]}", key="qk_query", bind=BIND)
     with col_key:
         key = st.selectbox("Key token n′ (the one attended to)", list(range(n)), index=0,
