@@ -49,14 +49,9 @@ function cellImage(spec) { // rows x cols pixels, one per cell
   const table = colorTable(spec.colorscale), grey = parseColor(spec.masked_fill);
   const image = new ImageData(cols, rows), px = image.data, span = zmax - zmin;
   for (let i = 0; i < rows * cols; i++) {
-    let rgb = grey, at = 0;
-    if (!masked[i] && Number.isFinite(values[i])) {
-      at = 3 * Math.round(255 * Math.min(Math.max((values[i] - zmin) / span, 0), 1));
-      rgb = null;
-    }
-    px[4 * i] = rgb ? rgb[0] : table[at];
-    px[4 * i + 1] = rgb ? rgb[1] : table[at + 1];
-    px[4 * i + 2] = rgb ? rgb[2] : table[at + 2];
+    const shown = !masked[i] && Number.isFinite(values[i]);
+    const at = shown ? 3 * Math.round(255 * Math.min(Math.max((values[i] - zmin) / span, 0), 1)) : 0;
+    for (let j = 0; j < 3; j++) px[4 * i + j] = shown ? table[at + j] : grey[j];
     px[4 * i + 3] = 255;
   }
   const canvas = document.createElement("canvas");
@@ -76,7 +71,8 @@ function niceTicks(lo, hi, intervals) {
 
 function formatNumber(value, digits) {
   if (value === -Infinity) return "−∞ (masked)";
-  return value.toFixed(digits).replace("-", "−");
+  const text = value.toFixed(digits);
+  return (/^-[0.]+$/.test(text) ? text.slice(1) : text).replace("-", "−"); // no "−0.0000"
 }
 
 function theme(element) {
@@ -181,7 +177,7 @@ function drawAxes(ctx, spec, box, colors) {
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
     ctx.font = `${14 * font / 12}px ${colors.font}`;
-    ctx.fillText(spec.title, 4, 4);
+    ctx.fillText(spec.title, 4, 4, box.width - 8);
   }
 }
 
@@ -260,7 +256,7 @@ function savePng(state) {
   }, "image/png");
 }
 
-function build(parent, setTriggerValue) {
+function build(parent) {
   const root = document.createElement("div");
   root.className = "al-heatmap";
   root.dataset.drawn = "0";
@@ -288,7 +284,6 @@ function build(parent, setTriggerValue) {
     if (state.spec && root.clientWidth && Math.abs(root.clientWidth - state.width) > 1) render(state);
   });
   state.observer.observe(root);
-  state.setTriggerValue = setTriggerValue;
   return state;
 }
 
@@ -306,7 +301,7 @@ function render(state) {
 export default function (component) {
   const {parentElement, data, setTriggerValue} = component;
   if (!data) return;
-  const state = parentElement.__alHeatmap || (parentElement.__alHeatmap = build(parentElement, setTriggerValue));
+  const state = parentElement.__alHeatmap || (parentElement.__alHeatmap = build(parentElement));
   state.setTriggerValue = setTriggerValue;
   const spec = readPayload(data);
   spec.image = cellImage(spec);

@@ -136,6 +136,14 @@ def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
         assert spec["filename"] == f"lm-rope_pattern_L1_H0_{notation}"
 
 
+def test_head_chart_in_presenter_mode_and_the_title_its_png_carries(app):
+    spec = heatmap_spec(app, "head_chart")
+    assert spec["font_scale"] == 1 and spec["png_title"] == "Layer 0, head 0 · lm-rope · own mask causal · own encoding rope"
+    app.sidebar.toggle(key="presenter").set_value(True).run()
+    assert_ok(app)
+    assert heatmap_spec(app, "head_chart")["font_scale"] == pytest.approx(20 / 12)  # as the plotly charts' 20 px
+
+
 def test_typing_text_updates_the_tokens(app):
     app.text_area(key="text").input("the dog runs .").run()
     assert_ok(app)

@@ -182,6 +182,12 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     assert hover_cell(page, 0, 0).splitlines()[:3] == ["query 0: [BOS]", "key 0: [BOS]", "weight 1.0000"]
     assert "−∞ (masked)" in hover_cell(page, 0, 1)
     causal = canvas_image(page)
+    with page.expect_download() as download:  # the PNG button: the chart at twice its size, named for what it shows
+        page.locator(f"{HEATMAP} .al-heatmap-png").first.click()
+    assert download.value.suggested_filename == "lm-rope_pattern_L1_H1_common.png"
+    png = Path(download.value.path()).read_bytes()
+    width = page.locator(f"{HEATMAP} canvas").first.bounding_box()["width"]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == round(2 * width)
     page.mouse.click(*cell_point(page, 2, 1))  # a click takes that score apart
     page.get_by_text("Query 2: dog and key 1: the in layer 1, head 1").wait_for()
     wait_idle(page)
