@@ -33,10 +33,15 @@ _component = st.components.v2.component("attention_lab.heatmap", js=ASSET.read_t
 
 
 def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = "") -> None:
-    """Draw `spec` (core.figures.canvas) under `key`; its PNG button saves `filename`.png, with `png_title` at the
-    top (the page shows that title above the chart, outside it). Presenter mode scales
-    its type as it does the plotly charts'. A click on a cell calls `on_cell(cell)`, cell = {"query": q, "key": k},
-    as a Streamlit callback (before the rerun, so it may set widgets' state)."""
+    """Draw `spec` (core.figures.canvas) under `key`; its PNG button saves `filename`.png with `png_title` at the
+    top (on the page that title sits above the chart). Presenter mode scales its type as it does the plotly charts'.
+    A click on a cell calls `on_cell(cell)`, cell = {"query": q, "key": k}, as a Streamlit callback (before the
+    rerun, so it may set widgets' state)."""
+
+    def clicked() -> None:  # Streamlit keeps a component's clicks only for a callback
+        if on_cell is not None:
+            on_cell((st.session_state.get(key) or {}).get("cell"))
+
     scale = PRESENTER_SCALE if st.session_state.get("presenter") else 1
     _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=scale), key=key,
-               on_cell_change=lambda: on_cell and on_cell((st.session_state.get(key) or {}).get("cell")))
+               on_cell_change=clicked)

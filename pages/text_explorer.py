@@ -24,8 +24,9 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
-from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, oriented, png_config,  # noqa: E402
-                                    qk_products_bar, rollout_heatmap, small_multiples, softmax_row_bar, token_labels)
+from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, oriented, plain_token_labels,  # noqa: E402
+                                    png_config, qk_products_bar, rollout_heatmap, small_multiples, softmax_row_bar,
+                                    token_labels)
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
@@ -262,7 +263,7 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n = len(tokens)
     shown = token_labels(tokens, unknown)
-    plain = [label.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") for label in shown]
+    plain = plain_token_labels(tokens, unknown)
     col_query, col_key = st.columns(2)
     with col_query:
         # no default once a click on the heatmap has set it (Streamlit warns of a default beside a set value)
@@ -355,8 +356,7 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
     """The head view: a layer, some of its heads and optionally one token; lines from queries to keys."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n, m, h = len(tokens), recording.n_layers, recording.config.n_heads
-    plain = [label.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-             for label in token_labels(tokens, unknown)]
+    plain = plain_token_labels(tokens, unknown)
     col_chart, col_controls = st.columns([3, 2], gap="large")
     with col_controls:
         layer = st.radio("Layer", list(range(m)), format_func=lambda i: f"L{i}", key="lines_layer", bind=BIND,
@@ -505,8 +505,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
         show_input_error(problem)
         return
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-    shown_tokens = (" ".join(token_labels(tokens, unknown))
-                    .replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    shown_tokens = " ".join(plain_token_labels(tokens, unknown))
     st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
     unknown_warning(unknown)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)

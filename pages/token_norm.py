@@ -9,7 +9,6 @@ predict_standardised.
 
 from __future__ import annotations
 
-import html
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.figures.attention import token_labels  # noqa: E402
+from core.figures.attention import plain_token_labels  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from pages._common import (BIND, get_model, model_picker, models_dir, notation_switch,  # noqa: E402
@@ -80,7 +79,7 @@ text, recording = typed_text_recording(card)
 model, _ = get_model(card.name, str(models_dir()))
 cfg = recording.config
 tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-labels = [f"{i}: {html.unescape(label)}" for i, label in enumerate(token_labels(tokens, unknown))]  # raw text
+labels = [f"{i}: {label}" for i, label in enumerate(plain_token_labels(tokens, unknown))]  # raw text
 pre = cfg.norm == "pre"
 sites = PRE_SITES if pre else POST_SITES
 if not pre:

@@ -61,6 +61,11 @@ def token_labels(tokens: Sequence[str], unknown: Sequence[bool] | None = None) -
     return [token_label(token, flag) for token, flag in zip(tokens, flags)]
 
 
+def plain_token_labels(tokens: Sequence[str], unknown: Sequence[bool] | None = None) -> list[str]:
+    """token_labels as plain text, for whatever draws text as it is (the canvas heatmap, widgets, Altair)."""
+    return [html.unescape(label) for label in token_labels(tokens, unknown)]
+
+
 def axis_titles(notation: str) -> tuple[str, str]:
     """(x title, y title) of a pattern shown in this notation."""
     if notation == "paper":

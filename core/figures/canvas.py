@@ -14,7 +14,6 @@ the paper's (where each column sums to 1).
 
 from __future__ import annotations
 
-import html
 import json
 import struct
 from collections.abc import Sequence
@@ -23,14 +22,9 @@ import numpy as np
 
 from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, MAX_HATCHED, MAX_TICK_LABELS,
                                     WEIGHT_COLORSCALE, _figure_size, _masked_of, _tick_font_size, axis_titles,
-                                    oriented, token_labels)
+                                    oriented, plain_token_labels)
 
 DTYPES = {"float32": np.float32, "uint8": np.uint8}
-
-
-def _plain_labels(tokens: Sequence[str], unknown: Sequence[bool] | None) -> list[str]:
-    """The axis labels of core.figures.attention, as text (a canvas draws no markup)."""
-    return [html.unescape(label) for label in token_labels(tokens, unknown)]
 
 
 def _roles(notation: str) -> tuple[str, str]:
@@ -61,7 +55,7 @@ def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.nda
     n = pattern.shape[-1]
     if pattern.shape != (n, n) or len(tokens) != n:
         raise ValueError(f"pattern must be [N, N] with N = len(tokens); got {pattern.shape} and {len(tokens)} tokens")
-    spec = _base_spec(_plain_labels(tokens, unknown), notation, title, height, _masked_of(scores, masked, n))
+    spec = _base_spec(plain_token_labels(tokens, unknown), notation, title, height, _masked_of(scores, masked, n))
     spec["arrays"]["weight"] = oriented(pattern, notation)
     spec["fields"] = [{"name": "weight", "array": "weight", "digits": 4}]
     if scores is not None:
@@ -82,7 +76,7 @@ def difference_heatmap_spec(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens
         raise ValueError(f"the two patterns differ in shape: {a.shape} and {b.shape}")
     n = a.shape[-1]
     both_masked = _masked_of(None, masked_a, n) & _masked_of(None, masked_b, n)
-    spec = _base_spec(_plain_labels(tokens, unknown), notation, title, height, both_masked)
+    spec = _base_spec(plain_token_labels(tokens, unknown), notation, title, height, both_masked)
     name_a, name_b = labels_ab
     diff = b - a
     limit = float(max(np.abs(diff).max(initial=0.0), 1e-6))

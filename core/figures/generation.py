@@ -7,7 +7,6 @@ cells, grey for masked ones, orange for a query left with no key; Blues for chan
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 import altair as alt
@@ -15,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.figures.attention import head_heatmap, token_labels
+from core.figures.attention import head_heatmap, plain_token_labels, token_labels
 
 ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR = "#0072B2", "#d4d4d4", "#E69F00"
 MODEL_COLOUR, KEPT_COLOUR, CHOSEN_COLOUR = "#56B4E9", "#0072B2", "#D55E00"
@@ -25,7 +24,7 @@ VISIBLE_CHANGE = 0.01  # the change scale reaches at least 1 %, so float roundin
 
 def _plain_labels(tokens: Sequence[str]) -> list[str]:
     """"n: token" labels for Altair, which draws text as it is (no HTML escaping wanted)."""
-    return [f"{i}: {html.unescape(label)}" for i, label in enumerate(token_labels(tokens))]
+    return [f"{i}: {label}" for i, label in enumerate(plain_token_labels(tokens))]
 
 
 # ---------------------------------------------------------------------------------------------------------
