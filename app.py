@@ -5,11 +5,15 @@ To add a page, add one line to PAGES below. Its url_path must be the file's name
 server's first run Streamlit looks a deep link up among the files of pages/ (see pages/_common.py).
 """
 
+from pathlib import Path
+
 import streamlit as st
 import torch
 
 torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
-st.set_page_config(page_title="Attention Lab", page_icon=":material/visibility:", layout="wide")
+# The icon is a file we ship: a Material or emoji icon would be fetched from a font server or CDN on every page.
+ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
+st.set_page_config(page_title="Attention Lab", page_icon=str(ICON), layout="wide")
 
 PAGES = [
     st.Page("pages/text_explorer.py", title="Text explorer", icon=":material/text_fields:", default=True),

@@ -3,6 +3,7 @@ under AppTest reading its models from there. A test file with other models overr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,3 +41,35 @@ def ok(at: AppTest) -> None:
 
 def charts(at: AppTest) -> list:
     return list(at.get("plotly_chart"))
+
+
+def figure(chart) -> dict:
+    """A plotly chart element's figure, parsed from its JSON (never searched as text: how plotly escapes "·" or
+    spaces depends on which JSON library is installed)."""
+    return json.loads(chart.proto.spec)
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [figure(chart) for chart in charts(at)]
+
+
+def figure_texts(fig: dict) -> list[str]:
+    """The words a figure shows: its title, axis and colour-bar titles, annotations, and trace names."""
+    layout = fig.get("layout", {})
+
+    def title(part: dict) -> str:
+        value = part.get("title", "")
+        return value.get("text", "") if isinstance(value, dict) else value
+
+    axes = [value for name, value in layout.items() if name.startswith(("xaxis", "yaxis")) and isinstance(value, dict)]
+    traces = fig.get("data", [])
+    return [text for text in (
+        title(layout), *map(title, axes), *(a.get("text", "") for a in layout.get("annotations", [])),
+        *(t.get("name", "") for t in traces), *(title(t.get("colorbar", {})) for t in traces),
+        *(title(t.get("marker", {}).get("colorbar", {})) for t in traces),
+    ) if text]
+
+
+def shows(fig: dict, words: str) -> bool:
+    """Whether any of the figure's texts contains `words`."""
+    return any(words in text for text in figure_texts(fig))

@@ -8,6 +8,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from conftest import figure, shows
 from core.data.translation import vocabularies
 from core.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
 
@@ -50,8 +51,8 @@ def charts(at: AppTest) -> list:
     return list(at.get("plotly_chart"))
 
 
-def spec(at: AppTest, index: int) -> str:
-    return charts(at)[index].proto.spec
+def spec(at: AppTest, index: int) -> dict:
+    return figure(charts(at)[index])
 
 
 def ok(at: AppTest) -> None:
@@ -69,7 +70,7 @@ def test_page_shows_all_three_attentions_for_both_passes(app):
     assert len(charts(at)) == 5  # cross ×2, decoder self ×2, encoder
     assert (at.radio(key="dec_layer").value, at.radio(key="dec_head").value) == (1, 1)  # the card's best head
     assert "`dog` `ka` `ke` `child` `-i` `ka` `love` `-ta` `cat` `-i` `old` `du` `chase` `-ta` `.` `[EOS]`" in text(at)
-    assert "true alignment (from the rules)" in spec(at, 0)
+    assert shows(spec(at, 0), "true alignment (from the rules)")
     (steps,) = at.dataframe
     assert list(steps.value["reference"]) == ["dog", "ka", "ke", "child", "-i", "ka", "love", "-ta", "cat", "-i", "old",
                                               "du", "chase", "-ta", ".", "[EOS]"]
@@ -83,22 +84,22 @@ def test_pickers_change_the_figures(app):
     cross, encoder = spec(at, 0), spec(at, 4)
     at.radio(key="dec_layer").set_value(0).run()
     ok(at)
-    assert spec(at, 0) != cross and "L0 H1" in spec(at, 0) and "L0 H1" in spec(at, 2)
+    assert spec(at, 0) != cross and shows(spec(at, 0), "L0 H1") and shows(spec(at, 2), "L0 H1")
     cross = spec(at, 0)
     at.radio(key="dec_head").set_value(0).run()
     ok(at)
     assert spec(at, 0) != cross
     at.toggle(key="overlay").set_value(False).run()
     ok(at)
-    assert "true alignment" not in spec(at, 0)
+    assert not shows(spec(at, 0), "true alignment")
     at.radio(key="enc_layer").set_value(1).run()
-    assert spec(at, 4) != encoder and "encoder · L1 H0" in spec(at, 4)
+    assert spec(at, 4) != encoder and shows(spec(at, 4), "encoder · L1 H0")
     at.radio(key="enc_head").set_value(1).run()
     ok(at)
-    assert "encoder · L1 H1" in spec(at, 4)
+    assert shows(spec(at, 4), "encoder · L1 H1")
     at.sidebar.radio(key="notation").set_value("paper").run()
     ok(at)
-    assert "columns sum to 1" in spec(at, 0)
+    assert shows(spec(at, 0), "columns sum to 1")
     at.sidebar.toggle(key="presenter").set_value(True).run()
     ok(at)
     at.sidebar.selectbox(key="model").set_value("tiny-b").run()
@@ -140,7 +141,7 @@ def test_a_sentence_outside_the_grammar_has_free_generation_only(app):
     ok(at)
     assert any("not a sentence of the generator's grammar" in i.value for i in at.info)
     assert len(charts(at)) == 3  # cross, decoder self (free only), encoder
-    assert "true alignment" not in spec(at, 0)
+    assert not shows(spec(at, 0), "true alignment")
     assert "Tailish starts with the noun. At step 0" in text(at)
 
 
@@ -162,7 +163,7 @@ def test_the_url_sets_every_picker(app):
     assert at.text_input(key="source").value == "she sleeps ."
     assert (at.radio(key="dec_layer").value, at.radio(key="dec_head").value, at.toggle(key="overlay").value,
             at.radio(key="enc_layer").value, at.radio(key="enc_head").value) == (0, 0, False, 1, 1)
-    assert "`la` `sleep` `.`" in text(at) and "encoder · L1 H1" in spec(at, 4)
+    assert "`la` `sleep` `.`" in text(at) and shows(spec(at, 4), "encoder · L1 H1")
 
 
 def test_without_a_model_the_page_says_how_to_train_one(app, tmp_path):

@@ -43,11 +43,13 @@ def test_z_is_compact_rounded_float32():
     assert z.dtype == np.float32
     finite = np.isfinite(z)
     np.testing.assert_allclose(z[finite], np.round(pattern, 4)[finite], atol=1e-6)
-    assert "bdata" in fig_json(head_heatmap(pattern, TOKENS, scores))  # sent as a binary array
+    sent = sent_traces(head_heatmap(pattern, TOKENS, scores))
+    assert "bdata" in sent[0]["z"]  # sent as a binary array
 
 
-def fig_json(fig: go.Figure) -> str:
-    return fig.to_json()
+def sent_traces(fig: go.Figure) -> list[dict]:
+    """The traces as the browser receives them (parsed JSON: binary arrays are {"dtype", "bdata", ...})."""
+    return json.loads(fig.to_json())["data"]
 
 
 def filled_cells(fig: go.Figure, n: int) -> np.ndarray:
@@ -183,7 +185,7 @@ def test_small_multiples_tile_every_head_in_one_heatmap_and_outline_the_selected
     covered = filled_cells(fig, 15)[:10]
     assert np.array_equal(covered, np.tile(masked.T, (2, 3)))
     assert list(fig.layout.xaxis.ticktext) == ["H0", "H1", "H2"] and list(fig.layout.yaxis.ticktext) == ["L0", "L1"]
-    assert '"dtype":"u1"' in fig.to_json()  # sent as bytes, not a list of numbers
+    assert sent_traces(fig)[0]["z"]["dtype"] == "u1"  # sent as bytes, not a list of numbers
 
 
 def test_token_labels_mark_unknown_and_make_odd_characters_visible_and_safe():

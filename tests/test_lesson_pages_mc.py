@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import charts, ok
+from conftest import charts, figure, figures, ok, shows
 
 ROOT = Path(__file__).resolve().parent.parent
 MATHS = str(ROOT / "pages" / "maths.py")
@@ -49,17 +49,18 @@ def test_maths_page_shows_every_step_matching_the_recording(app):
 
 def test_maths_page_follows_layer_head_and_token(app):
     at = app(MATHS)
-    before = [c.proto.spec for c in charts(at)]
+    before = figures(at)
     at.radio(key="head").set_value(1).run()
     ok(at)
-    after_head = [c.proto.spec for c in charts(at)]
+    after_head = figures(at)
     assert after_head[1] != before[1] and after_head[0] == before[0]  # queries change, X does not
     at.radio(key="layer").set_value(1).run()
     ok(at)
-    assert charts(at)[0].proto.spec != after_head[0]
+    assert figures(at)[0] != after_head[0]
     at.selectbox(key="token").set_value(3).run()
     ok(at)
-    assert "n = 3: to" in charts(at)[0].proto.spec and '"x0":2.5' in charts(at)[0].proto.spec  # column 3 outlined
+    x_stream = figures(at)[0]
+    assert shows(x_stream, "n = 3: to") and [s["x0"] for s in x_stream["layout"]["shapes"]] == [2.5]  # column 3 outlined
     at.text_area(key="text").set_value("mary found the key").run()
     ok(at)
     assert at.selectbox(key="token").options[-1].startswith("4:")
@@ -91,7 +92,7 @@ def test_maths_page_on_a_post_ln_model_and_in_presenter_mode(app):
     assert (checks["max |recomputed − recorded|"].dropna() < 1e-5).all()
     at.sidebar.toggle(key="presenter").set_value(True).run()
     ok(at)
-    assert '"size":20' in charts(at)[0].proto.spec.replace(" ", "")
+    assert figures(at)[0]["layout"]["font"]["size"] == 20
 
 
 @pytest.mark.parametrize("page", [MATHS, COST])
@@ -118,7 +119,8 @@ def test_cost_page_measures_on_demand(app):
     at.button(key="measure").click().run()
     ok(at)
     cost_chart = next(c for c in charts(at) if "cost_chart" in c.proto.id)
-    assert "slope 2" in cost_chart.proto.spec and '"type":"log"' in cost_chart.proto.spec.replace(" ", "")
+    cost = figure(cost_chart)
+    assert shows(cost, "slope 2") and cost["layout"]["xaxis"]["type"] == cost["layout"]["yaxis"]["type"] == "log"
     table = frame(at, "softmax time (ms)")
     assert list(table["N"]) == [64, 128, 256]
     assert (table["softmax largest tensor (MB)"] == [4 * n * n / 1e6 for n in (64, 128, 256)]).all()  # N×N floats
@@ -136,20 +138,21 @@ def test_cost_page_compares_softmax_and_linear_on_the_models_head(app):
     at.radio(key="predict_same").set_value("clearly different").run()
     at.button(key="predict_same__reveal").click().run()
     ok(at)
-    titles = " ".join(c.proto.spec for c in charts(at))
-    assert "softmax (the model's own pattern)" in titles and "linear attention (causal)" in titles
+    shown = figures(at)
+    assert any(shows(f, "softmax (the model's own pattern)") for f in shown)
+    assert any(shows(f, "linear attention (causal)") for f in shown)
     relative = next(m for m in at.metric if "‖linear − softmax‖" in m.label)
     assert float(relative.value.rstrip("%")) > 0.1  # they differ
     assert "different kernel" in text_of(at)
-    before = [c.proto.spec for c in charts(at)]
+    before = figures(at)
     at.radio(key="head").set_value(0).run()
     at.sidebar.radio(key="notation").set_value("paper").run()
     ok(at)
-    assert [c.proto.spec for c in charts(at)] != before
+    assert figures(at) != before
 
 
 def test_cost_page_on_a_bidirectional_model_runs_linear_attention_unmasked(app):
     at = app(COST, model="mlm-learned")
     at.button(key="predict_same__reveal").click().run()
     ok(at)
-    assert "linear attention (no mask)" in " ".join(c.proto.spec for c in charts(at))
+    assert any(shows(f, "linear attention (no mask)") for f in figures(at))

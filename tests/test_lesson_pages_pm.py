@@ -10,7 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.checkpoint import ModelCard, save_checkpoint
-from conftest import ok
+from conftest import figures, ok, shows
 from tiny_models import tiny_model
 
 torch.set_num_threads(1)
@@ -42,8 +42,8 @@ def app(app):
     return lambda page, **params: app(page, timeout=90, **params)
 
 
-def specs(at: AppTest) -> list[str]:
-    return [chart.proto.spec for chart in at.get("plotly_chart")]
+def specs(at: AppTest) -> list[dict]:
+    return figures(at)
 
 
 def text_of(elements) -> str:
@@ -97,7 +97,7 @@ def test_positions_rope_controls_and_the_length_reveal(app):
     at.slider(key="rope_pair").set_value(3)
     at.radio(key="rope_which").set_value("k").run()
     ok(at)
-    assert specs(at)[2] != before and "pair 3" in specs(at)[2]
+    assert specs(at)[2] != before and shows(specs(at)[2], "pair 3")
     at = reveal(at, "predict_length", "the same length")
     ok(at)
     assert "The same length." in text_of(at.markdown)
@@ -145,15 +145,15 @@ def test_positions_permutation_reveals(app):
     ok(at)
     assert "the mask itself leaks position" in text_of(at.markdown)
     grid = specs(at)[-1]
-    assert "no mask · no position encoding: same up to permutation" in grid
-    assert "causal mask · no position encoding: differs" in grid and "rope: differs" in grid
+    assert shows(grid, "no mask · no position encoding: same up to permutation")
+    assert shows(grid, "causal mask · no position encoding: differs") and shows(grid, "rope: differs")
 
 
 def test_positions_permutation_on_a_model_without_an_encoding_and_bad_input(app):
     at = app(POSITIONS, model="lm-none")
     at = reveal(at, "predict_causal")
     ok(at)
-    assert "sinusoidal (switched on: not trained with it)" in specs(at)[-1]
+    assert shows(specs(at)[-1], "sinusoidal (switched on: not trained with it)")
     at.text_input(key="perm_b").set_value("the dog chases the cat .").run()  # the same order: nothing differs
     ok(at)
     assert "**Not for these two texts**" in text_of(at.markdown)
@@ -241,7 +241,7 @@ def test_masks_layer_and_head_choose_the_pattern(app):
     at.selectbox(key="layer").set_value(1)
     at.selectbox(key="head").set_value(1).run()
     ok(at)
-    assert "L1 H1" in specs(at)[0] and "L0 H0" not in specs(at)[0]
+    assert shows(specs(at)[0], "L1 H1") and not shows(specs(at)[0], "L0 H0")
 
 
 def test_the_incremental_reveal_follows_the_mask(app):
@@ -252,7 +252,7 @@ def test_the_incremental_reveal_follows_the_mask(app):
     at.selectbox(key="preset").set_value("none").run()
     ok(at)
     assert "**11 of the 11 earlier tokens**" in text_of(at.markdown)
-    assert "incremental" in specs(at)[1] or "appended" in specs(at)[1]
+    assert shows(specs(at)[1], "incremental") or shows(specs(at)[1], "appended")
 
 
 def test_generation_controls(app):
@@ -272,7 +272,7 @@ def test_generation_controls(app):
     at.radio(key="gen_layer").set_value(1)
     at.radio(key="gen_head").set_value(1).run()
     ok(at)
-    assert "**Step 2:**" in text_of(at.markdown) and "L1 H1" in specs(at)[1]
+    assert "**Step 2:**" in text_of(at.markdown) and shows(specs(at)[1], "L1 H1")
     at.slider(key="step").set_value(0).run()
     ok(at)
     assert "Move the step slider" in text_of(at.info) and len(specs(at)) == 2

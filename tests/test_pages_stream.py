@@ -10,7 +10,7 @@ import pytest
 
 from core.figures.stream import logit_lens_heatmap, norm_axes_figure
 from core.lens import batchnorm_statistics, tokennorm_statistics
-from conftest import charts, ok
+from conftest import charts, figure, ok, shows
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN_NORM = str(ROOT / "pages" / "token_norm.py")
@@ -32,10 +32,10 @@ def test_token_norm_page_renders_its_charts(app):
 
 def test_token_norm_page_follows_layer_site_token_and_notation(app):
     at = app(TOKEN_NORM)
-    before = charts(at)[1].proto.spec
+    before = figure(charts(at)[1])
     at.radio(key="layer").set_value(1).run()
     ok(at)
-    assert charts(at)[1].proto.spec != before
+    assert figure(charts(at)[1]) != before
     at.radio(key="norm").set_value("ln_final").run()
     ok(at)
     assert at.radio(key="layer").disabled and "ln_final" in " ".join(c.value for c in at.caption)
@@ -90,14 +90,14 @@ def test_residual_page_renders_and_shows_the_sum_is_exact(app):
 
 def test_residual_page_temperature_and_position_change_the_prediction(app):
     at = app(RESIDUAL)
-    before = charts(at)[-1].proto.spec
+    before = figure(charts(at)[-1])
     at.slider(key="temperature").set_value(0.0).run()
     ok(at)
-    after = charts(at)[-1].proto.spec
-    assert after != before and "T = 0" in after
+    after = figure(charts(at)[-1])
+    assert after != before and shows(after, "T = 0")
     at.selectbox(key="position").set_value(2).run()
     ok(at)
-    assert charts(at)[-1].proto.spec != after
+    assert figure(charts(at)[-1]) != after
     at.text_area(key="text").set_value("mary found the key").run()
     ok(at)
     assert len(charts(at)) == 4
@@ -117,7 +117,7 @@ def test_residual_page_on_post_ln_and_masked_token_models(app):
     assert len(charts(at)) == 3  # no decomposition chart
     at = app(RESIDUAL, model="mlm-learned")
     ok(at)
-    assert "masked token" in charts(at)[-1].proto.spec
+    assert shows(figure(charts(at)[-1]), "masked token")
 
 
 # ---------------------------------------------------------------------------------------------------------
