@@ -94,6 +94,31 @@ def load_model(name: str, directory: Path = MODELS_DIR) -> tuple[Transformer, Mo
     return load_checkpoint(card_path(name, directory))
 
 
+QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction)
+    "agreement": ("agreement", True), "ppl": ("perplexity", False), "masked_acc": ("masked-token accuracy", True),
+    "exact": ("exact match", True), "accuracy": ("accuracy", True), "induction_score": ("induction score", True),
+    "mirrored_attention": ("attention on the mirrored token", True), "rollout_on_object": ("rollout on the object", True),
+}
+
+
+def quality(card: ModelCard, first_only: bool = False) -> str:
+    """The card's held-out quality in words, most telling first ("agreement 94% · perplexity 17.9"), "" when it was
+    not evaluated.
+    With the spread over training seeds where the card has it (metrics["spread"], the same keys as the headline)."""
+    headline, spread = card.metrics.get("headline", {}), card.metrics.get("spread", {})
+    order = list(QUALITY_WORDS)
+    parts = []
+    for key, value in sorted(headline.items(), key=lambda item: order.index(item[0]) if item[0] in order else 99):
+        if not isinstance(value, (int, float)):
+            continue
+        name, fraction = QUALITY_WORDS.get(key, (key.replace("_", " "), False))
+        shown = f"{value:.0%}" if fraction else f"{value:.1f}"
+        if key in spread:
+            shown += f" ± {spread[key]:.0%}" if fraction else f" ± {spread[key]:.2g}"
+        parts.append(f"{name} {shown}")
+    return " · ".join(parts[:1] if first_only else parts)
+
+
 def describe(card: ModelCard) -> str:
     """One line for --list: name first, then task, encoding, mask, size and held-out quality."""
     cfg = card.config

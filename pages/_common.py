@@ -78,8 +78,11 @@ def text_cards() -> list[ModelCard]:
 
 
 def model_label(card: ModelCard) -> str:
-    """A model's name in the pickers: saved user runs are marked."""
-    return f"{card.name} · your run" if registry.is_user_run(card) else card.name
+    """A model's name in the pickers with its main held-out figure (so a class sees what it compares); saved user
+    runs are marked."""
+    label = f"{card.name} · your run" if registry.is_user_run(card) else card.name
+    main = registry.quality(card, first_only=True)
+    return f"{label} ({main})" if main else label
 
 
 @st.cache_resource(max_entries=16, show_spinner="Loading the model…")
@@ -239,12 +242,15 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     name = st.sidebar.selectbox(
         "Model", names, index=index, key="model", bind=BIND, format_func=lambda n: model_label(by_name[n]),
         help="A bundled model: lm-<encoding> are language models trained with that position encoding; "
-             "“your run” marks a model saved from the Live training page.")
+             "“your run” marks a model saved from the Live training page. In brackets, its main figure on held-out "
+             "text: *agreement* is how often a language model prefers the verb that agrees with its subject across "
+             "another noun (“the keys to the cabinet **are**”; chance is 50%), *accuracy* how often an image model "
+             "names the shape, *exact match* how often a task model gets the whole answer right.")
     card = by_name.get(name, cards[index])
     cfg = card.config
     st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
-                       f"encoding {cfg.pos_encoding}")
+                       f"encoding {cfg.pos_encoding}  \nHeld-out: {registry.quality(card) or 'not evaluated'}")
     return card
 
 

@@ -81,3 +81,22 @@ def test_empty_text_raises_a_clear_error():
     model, _ = load_model(DEFAULT_TEXT_MODEL)
     with pytest.raises(TextInputError, match="empty"):
         record_text(model, "   ")
+
+
+def test_quality_names_the_held_out_figures_most_telling_first_with_their_spread():
+    from core.checkpoint import ModelCard
+    from core.config import ModelConfig
+    from core.registry import quality
+    card = ModelCard("lm-x", "grammar-lm", ModelConfig(vocab_size=10),
+                     metrics={"headline": {"ppl": 17.94, "agreement": 0.9412}, "spread": {"agreement": 0.021}})
+    assert quality(card) == "agreement 94% ± 2% · perplexity 17.9"
+    assert quality(card, first_only=True) == "agreement 94% ± 2%"
+    assert quality(ModelCard("new", "copy", ModelConfig(vocab_size=10))) == ""
+
+
+def test_every_bundled_model_shows_its_held_out_quality():
+    from core.registry import MODELS_DIR, quality
+    for card in list_cards(MODELS_DIR):
+        figures = card.metrics["headline"]
+        assert quality(card) and all(f"{value:.0%}" in quality(card) for key, value in figures.items()
+                                     if key not in ("ppl",)), card.name

@@ -1,0 +1,25 @@
+"""Held-out quality is shown where a model is chosen: the bundled models' figures in the model picker and its caption."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from conftest import ok
+from core.registry import MODELS_DIR, list_cards, quality
+
+EXPLORER = str(Path(__file__).resolve().parent.parent / "pages" / "text_explorer.py")
+
+
+def test_the_model_picker_shows_each_models_held_out_quality(monkeypatch):
+    monkeypatch.delenv("ATTENTION_LAB_MODELS_DIR", raising=False)
+    at = AppTest.from_file(EXPLORER, default_timeout=90).run()
+    ok(at)
+    cards = {card.name: card for card in list_cards(MODELS_DIR)}
+    options = at.sidebar.selectbox(key="model").options
+    sinusoidal = next(option for option in options if option.startswith("lm-sinusoidal"))
+    agreement = cards["lm-sinusoidal"].metrics["headline"]["agreement"]
+    assert sinusoidal == f"lm-sinusoidal (agreement {agreement:.0%})"
+    caption = " ".join(c.value for c in at.sidebar.caption)
+    assert f"Held-out: {quality(cards['lm-rope'])}" in caption
