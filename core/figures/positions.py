@@ -199,3 +199,37 @@ def permutation_grid(changes: Sequence[np.ndarray], titles: Sequence[str], token
     fig.update_xaxes(type="category", tickangle=-45)
     fig.update_annotations(font=dict(size=13))
     return _layout(fig, "", 280 * rows + 80)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Past the training length
+# ---------------------------------------------------------------------------------------------------------
+
+def moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """The mean of each `window` consecutive values (fewer at the start), so one noisy position does not hide the
+    trend; the same length as `values`."""
+    sums = np.cumsum(np.concatenate([[0.0], np.asarray(values, dtype=np.float64)]))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(0, ends - window)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def length_loss_lines(losses: dict[str, np.ndarray], trained_length: int, *, window: int = 8,
+                      title: str = "") -> go.Figure:
+    """The next-token loss at each position, one line per encoding (Okabe-Ito colours), averaged over `window`
+    positions; the positions never seen in training shaded, from trained_length on. losses: name -> [n-1], the loss
+    at position p at index p-1."""
+    fig = go.Figure()
+    for index, (name, loss) in enumerate(losses.items()):
+        positions = np.arange(1, len(loss) + 1)
+        fig.add_trace(go.Scatter(x=positions, y=_rounded(moving_average(loss, window)), mode="lines", name=name,
+                                 line=dict(color=HEAD_COLORS[index % len(HEAD_COLORS)], width=2.5),
+                                 hovertemplate=f"{name}<br>position %{{x}}<br>loss %{{y:.3f}} nats"
+                                               f"<extra></extra>"))
+    longest = max(len(loss) for loss in losses.values())
+    fig.add_vrect(x0=trained_length - 0.5, x1=longest + 0.5, fillcolor="#999", opacity=0.15, line_width=0,
+                  annotation_text="never seen in training", annotation_position="top left")
+    fig.update_xaxes(title_text="position in the text", gridcolor="#eee", range=[0, longest + 1])
+    fig.update_yaxes(title_text=f"next-token loss (nats, mean of {window} positions)", gridcolor="#eee")
+    fig.update_layout(legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"))
+    return _layout(fig, title, 420)

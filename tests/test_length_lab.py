@@ -1,0 +1,53 @@
+"""Past the training length (core/length_lab.py): texts longer than any seen in training, loss at each position."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from core.length_lab import LengthRun, grade, long_texts, loss_by_position, trained_length, with_context
+from core.tokenizer import TextTokenizer
+from tiny_models import tiny_model
+
+
+def test_long_texts_are_held_out_documents_packed_to_the_exact_length():
+    tokenizer = TextTokenizer()
+    ids = long_texts(150, 3, tokenizer)
+    assert ids.shape == (3, 150) and (ids[:, 0] == tokenizer.bos_id).all()
+    assert (ids == tokenizer.token_to_id(".")).sum(1).min() >= 3  # several sentences one after another
+
+
+def test_the_training_length_is_the_longest_training_document():
+    assert 40 <= trained_length() <= 80 and trained_length(pack=512) == 512
+
+
+def test_a_longer_context_keeps_the_weights_and_the_numbers():
+    model = tiny_model(pos_encoding="rope", max_len=32)
+    longer = with_context(model, 96)
+    assert longer.cfg.max_len == 96 and longer.cfg.replace(max_len=32) == model.cfg
+    ids = torch.randint(5, 100, (2, 32))
+    torch.testing.assert_close(longer(ids).logits, model(ids).logits, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="table of 32"):
+        with_context(tiny_model(pos_encoding="learned", max_len=32), 33)
+
+
+def test_loss_by_position_is_the_cross_entropy_at_each_position():
+    model = tiny_model(pos_encoding="alibi", max_len=16)
+    ids = torch.randint(5, 100, (3, 40))
+    loss = loss_by_position(model, ids)
+    with torch.no_grad():
+        logits = with_context(model, 40)(ids).logits
+    expected = F.cross_entropy(logits[:, 6], ids[:, 7], reduction="mean")  # position 7, predicted at 6
+    assert loss.shape == (39,) and loss[6] == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_grading_names_the_prediction_and_the_measured_ratios():
+    flat = LengthRun("a", "alibi", 4, np.array([2.0, 2.0, 2.0, 2.1, 2.0, 2.1]))
+    risen = LengthRun("r", "rope", 4, np.array([2.0, 2.0, 2.0, 3.0, 3.2, 3.4]))
+    assert not flat.rose() and risen.rose() and risen.ratio == pytest.approx(3.2 / 2.0)
+    right, words = grade({"alibi"}, [flat, risen])
+    assert right and "you said alibi" in words and "rope ×1.60" in words
+    right, words = grade({"alibi", "rope"}, [flat, risen])
+    assert not right and words.startswith("Not quite")
