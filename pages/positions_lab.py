@@ -20,12 +20,15 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from core import length_lab  # noqa: E402
 from core import position_lab as lab  # noqa: E402
+from core.figures.attention import head_heatmap  # noqa: E402
 from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap,  # noqa: E402
-                                    permutation_grid, rope_pair_figure, similarity_heatmap, similarity_profile)
+                                    length_loss_lines, permutation_grid, rope_pair_figure, similarity_heatmap,
+                                    similarity_profile)
 from core.lens import stream_labels  # noqa: E402
 from core.positions import alibi_slopes  # noqa: E402
-from core.record import TextInputError, encode_text  # noqa: E402
+from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, model_picker,  # noqa: E402
                            models_dir, predict_then_reveal, presenter_mode, show_input_error, text_cards,
                            trained_alternative)
@@ -238,6 +241,79 @@ def permutation_section(card) -> None:
                         reveal_causal)
 
 
+def short_text_models(cards) -> dict[str, object]:
+    """One causal language model per encoding that can run past its training length, trained on one document at a
+    time (not on packed long texts), by encoding."""
+    models = {}
+    for c in cards:
+        if c.task == "grammar-lm" and not c.training.get("pack") and length_lab.any_length(c.config.pos_encoding):
+            models.setdefault(c.config.pos_encoding, c)
+    return models
+
+
+@st.cache_data(max_entries=4, show_spinner="Reading texts 4× longer than any seen in training…")
+def length_runs(names: tuple[str, ...], directory: str) -> list[length_lab.LengthRun]:
+    length = length_lab.trained_length()
+    return [length_lab.measure(name, get_model(name, directory)[0], length) for name in names]
+
+
+@st.fragment
+def length_section(cards) -> None:
+    st.header("5 · Past the training length")
+    models = short_text_models(cards)
+    if not models:
+        st.info("This needs a causal language model trained on single documents (lm-none, lm-rope, …).")
+        return
+    length = length_lab.trained_length()
+    st.markdown(f"The language models were trained on one document at a time: at most **{length} tokens**. Here "
+                f"they read held-out documents packed one after another into texts of "
+                f"**{length_lab.LONGER * length} tokens**, and we measure how well each predicts the next token "
+                f"at every position. Positions from {length} on were never seen in training. *learned* positions "
+                "are left out: their table holds one trained vector per position up to the model's context, and "
+                "the vectors past the training length were never trained, so there is nothing to extrapolate.")
+    names = tuple(card.name for card in models.values())
+
+    def reveal(prediction) -> None:
+        runs = length_runs(names, str(models_dir()))
+        _, words = length_lab.grade(prediction, runs)
+        st.markdown(words)
+        chart(length_loss_lines({f"{run.encoding} ({run.name})": run.loss for run in runs}, length),
+              key="length_chart", filename="past_the_training_length")
+        st.caption(f"Each line: the next-token loss at each position (lower is better), the mean over "
+                   f"{length_lab.TEXTS} held-out texts and 8 neighbouring positions. These models never saw two "
+                   "documents in one text, so every line already rises inside the training length, where the second "
+                   f"document begins (about position 25); the ratios compare the loss past position {length} with "
+                   f"the loss at positions {length // 2}–{length - 1}, where every text is already past that.")
+        attention_past_the_length(models, length)
+
+    predict_then_reveal("predict_extrapolation", f"Past position {length}, which encoding's loss will rise least?",
+                        list(models), reveal)
+
+
+def attention_past_the_length(models: dict, length: int) -> None:
+    """One head's attention on one long text, with positions never seen in training marked."""
+    st.subheader("Attention at positions never seen in training")
+    col_encoding, col_layer, col_head = st.columns(3)
+    encoding = col_encoding.radio("Model", list(models), key="long_encoding", bind=BIND, horizontal=True)
+    card = models.get(encoding) or next(iter(models.values()))
+    model = get_model(card.name, str(models_dir()))[0]
+    layer = col_layer.radio("Layer", list(range(model.cfg.n_layers)), key="long_layer", bind=BIND, horizontal=True,
+                            format_func=lambda i: f"L{i}") or 0
+    head = col_head.radio("Head", list(range(model.cfg.n_heads)), key="long_head", bind=BIND, horizontal=True,
+                          format_func=lambda i: f"H{i}") or 0
+    ids = length_lab.long_texts(length_lab.LONGER * length, 1, tokenizer())[0]
+    pattern = length_lab.long_pattern(model, ids, min(layer, model.cfg.n_layers - 1), min(head, model.cfg.n_heads - 1))
+    fig = head_heatmap(pattern, [tokenizer().id_to_token(i) for i in ids.tolist()], title=f"{card.name} · L{layer} H{head} · "
+                       f"{len(ids)} tokens; from position {length} on, never seen in training")
+    for axis in ("x", "y"):  # the training length, on both axes
+        fig.add_shape(type="line", **{f"{axis}0": length - 0.5, f"{axis}1": length - 0.5},
+                      **{f"{'y' if axis == 'x' else 'x'}0": -0.5, f"{'y' if axis == 'x' else 'x'}1": len(ids) - 0.5},
+                      line=dict(color="#D55E00", width=2, dash="dash"))
+    chart(fig, key="long_pattern_chart", filename=f"{card.name}_L{layer}H{head}_long")
+    st.caption(f"Rows: queries; columns: keys (common notation). The dashed lines mark position {length}: below and "
+               "right of them, queries and keys at positions no training text reached.")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Page
 # ---------------------------------------------------------------------------------------------------------
@@ -254,3 +330,4 @@ tables_section(model)
 rope_section(card)
 bias_section(card, cards)
 permutation_section(card)
+length_section(cards)

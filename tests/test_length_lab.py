@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
-from core.length_lab import LengthRun, grade, long_texts, loss_by_position, trained_length, with_context
+from core.length_lab import (LengthRun, grade, long_pattern, long_texts, loss_by_position, trained_length,
+                              with_context)
 from core.tokenizer import TextTokenizer
 from tiny_models import tiny_model
 
@@ -44,10 +48,37 @@ def test_loss_by_position_is_the_cross_entropy_at_each_position():
 
 
 def test_grading_names_the_prediction_and_the_measured_ratios():
-    flat = LengthRun("a", "alibi", 4, np.array([2.0, 2.0, 2.0, 2.1, 2.0, 2.1]))
-    risen = LengthRun("r", "rope", 4, np.array([2.0, 2.0, 2.0, 3.0, 3.2, 3.4]))
+    flat = LengthRun("a", "alibi", 4, np.array([1.0, 2.0, 2.0, 2.1, 2.0, 2.1]))
+    risen = LengthRun("r", "rope", 4, np.array([1.0, 2.0, 2.0, 3.0, 3.2, 3.4]))  # positions 2 and 3: the baseline
     assert not flat.rose() and risen.rose() and risen.ratio == pytest.approx(3.2 / 2.0)
-    right, words = grade({"alibi"}, [flat, risen])
-    assert right and "you said alibi" in words and "rope ×1.60" in words
-    right, words = grade({"alibi", "rope"}, [flat, risen])
-    assert not right and words.startswith("Not quite")
+    right, words = grade("alibi", [risen, flat])
+    assert right and "you said **alibi**" in words and "alibi ×1.03, rope ×1.60" in words and "alibi kept" in words
+    right, words = grade("rope", [flat, risen])
+    assert not right and words.startswith("Not this time") and "**alibi**'s loss rose least past position 4" in words
+
+
+def test_the_long_pattern_is_the_recorded_one_at_positions_past_the_context():
+    model = tiny_model(pos_encoding="rope", max_len=16)
+    ids = torch.randint(5, 100, (40,))
+    pattern = long_pattern(model, ids, 1, 1)
+    assert pattern.shape == (40, 40) and np.allclose(pattern.sum(-1), 1, atol=1e-5)
+    assert (np.triu(pattern, 1) == 0).all()  # causal: no query reads a later key
+
+
+def test_the_lesson_hides_its_answer_until_reveal_and_grades_this_run(app):
+    from conftest import figures, ok, shows
+    page = str(Path(__file__).resolve().parent.parent / "pages" / "positions_lab.py")
+    at = app(page, timeout=120)
+    ok(at)
+    assert at.radio(key="predict_extrapolation").options == ["rope"]  # the tiny models: lm-rope; learned is left out
+    assert not any(shows(f, "never seen in training") for f in figures(at))
+    at.radio(key="predict_extrapolation").set_value("rope").run()
+    at.button(key="predict_extrapolation__reveal").click().run()
+    ok(at)
+    graded = [m.value for m in at.markdown if "you said **rope**" in m.value]
+    assert graded and graded[0].startswith("Right") and "rope ×" in graded[0]
+    loss_chart = next(f for f in figures(at) if shows(f, "rope (lm-rope)"))
+    y = loss_chart["data"][0]["y"]  # a binary array: {"dtype", "bdata"}
+    losses = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
+    assert len(losses) == 4 * trained_length() - 1 and np.isfinite(losses).all() and (losses > 0).all()
+    assert any(shows(f, "never seen in training") and shows(f, "lm-rope · L0 H0") for f in figures(at))
