@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from core.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS
 from core.lru import ByteLRU  # noqa: E402
 from core.masks import MaskSpec  # noqa: E402
 from core.model import Transformer  # noqa: E402
+from core.predictions import Grade  # noqa: E402
 from core.record import TextInputError, record_text  # noqa: E402
 from core.recording import Recording  # noqa: E402
 
@@ -311,10 +313,21 @@ def chart(fig, key: str, filename: str, *, zoom: bool = True, **kwargs):
     return st.plotly_chart(fig, key=key, config=png_config(filename, zoom=zoom), **kwargs)
 
 
-def predict_then_reveal(key: str, question: str, options: list[str] | None, reveal) -> None:
+def literal(text: str) -> str:
+    """Text as literal markdown: a token of typed text may hold *, [, ` and the like."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
+
+
+def predict_then_reveal(key: str, question: str, options: list[str] | None, reveal) -> bool:
     """A "predict, then reveal" prompt: the class answers `question` (one of `options`, or free text when None),
-    then a button shows the answer: `reveal(prediction)` is called to draw it (the live result). The prediction is
-    bound to the URL under `key`; the reveal is per session (a shared link starts unrevealed)."""
+    then the Reveal button calls `reveal(prediction)` to draw, in the prompt's box, the graded answer measured on
+    this run (see `show_grade`). Returns whether it is revealed: whatever else on the page answers the question is
+    drawn only then (`until_revealed`). The prediction is bound to the URL under `key`; the reveal is per session
+    (a shared link starts unrevealed) and holds for this question only: when the question changes (another token,
+    head or sentence named in it), the prompt is hidden again."""
+    shown = f"{key}__revealed"  # holds the question that was revealed
+    if st.session_state.get(shown) not in (None, question):
+        del st.session_state[shown]
     with st.container(border=True):
         st.markdown(f":material/psychology_alt: **Predict:** {question}")
         if options is None:
@@ -323,8 +336,32 @@ def predict_then_reveal(key: str, question: str, options: list[str] | None, reve
         else:
             prediction = st.radio("Your prediction", options, index=None, key=key, bind=BIND, horizontal=True,
                                   label_visibility="collapsed")
-        shown = f"{key}__revealed"
-        if st.button("Reveal", key=f"{key}__reveal", icon=":material/visibility:"):
-            st.session_state[shown] = True  # the click's own rerun draws the answer; it stays shown after
-        if st.session_state.get(shown):
+        # on_click runs before the rerun it starts, so content above the prompt that answers it appears at once
+        st.button("Reveal", key=f"{key}__reveal", icon=":material/visibility:", on_click=_reveal, args=(shown, question))
+        if revealed(key):
             reveal(prediction)
+    return revealed(key)
+
+
+def _reveal(shown: str, question: str) -> None:
+    st.session_state[shown] = question
+
+
+def revealed(key: str) -> bool:
+    """Whether prompt `key` is revealed (for its current question) in this session."""
+    return st.session_state.get(f"{key}__revealed") is not None
+
+
+def until_revealed(key: str, what: str) -> bool:
+    """True once prompt `key` is revealed; before, one line in its place saying that `what` waits for it. Guard
+    every chart or text that answers the prompt with it: `if until_revealed(key, "The chart"): chart(...)`."""
+    if revealed(key):
+        return True
+    st.caption(f":material/visibility_off: {what}: shown when you reveal your prediction.")
+    return False
+
+
+def show_grade(prediction: str | None, answer: str | None, measured: str) -> None:
+    """The sentence a reveal opens with: the class's prediction, what this run measured (markdown the page wrote)
+    and the verdict (core/predictions.py)."""
+    st.markdown(Grade(prediction, answer, measured).sentence(literal))

@@ -23,14 +23,16 @@ from core.figures.attention import head_heatmap  # noqa: E402
 from core.figures.maths import cost_figure, token_agreement_bars  # noqa: E402
 from core.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelComparison,  # noqa: E402
                                    compare_on_recording, fitted_slope, measure_cost)
+from core.predictions import closeness, nearest_factor  # noqa: E402
 from pages._common import (BIND, chart, layer_head_picker, model_picker, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, text_cards, typed_text_recording)
+                           predict_then_reveal, presenter_mode, show_grade, text_cards, typed_text_recording,
+                           until_revealed)
 
 N_CHOICES = [64, 128, 256, 512, 1024, 2048, 4096]
 HEAD_DIMS = [16, 32, 64]
 REPEATS = 5
 TIME_CAP_S = 20.0  # sizes predicted to take a measurement past this many seconds are skipped, and said so
-GROWTH_OPTIONS = ["about ×1", "about ×2", "about ×4", "about ×8"]
+GROWTH_FACTORS = {"about ×1": 1, "about ×2": 2, "about ×4": 4, "about ×8": 8}  # option -> growth factor
 SAME_OPTIONS = ["exactly the same", "close (a few per cent apart)", "clearly different"]
 CLOSE = 0.1  # a relative difference up to 10 % counts as "close", beyond it as "clearly different"
 
@@ -80,25 +82,31 @@ def measurement_section() -> None:
     measurement = cached_measurement(*setting) if st.session_state.get("cost_setting") == setting else None
 
     def reveal_growth(prediction: str | None) -> None:
-        if measurement is None:
-            st.info("Press **Measure on this machine** above first: the answer is measured, not written down.")
-            return
-        ratio = measurement.doubling_ratio("softmax")
+        ratio = None if measurement is None else measurement.doubling_ratio("softmax")
         if ratio is None:
-            st.info("Measure at least two sizes N and 2N to see the ratio.")
+            show_grade(prediction, None, "nothing is measured yet for this setting"
+                       + ("" if measurement is None else " at two sizes N and 2N")
+                       + ": press **Measure on this machine** above, and your prediction is graded here.")
             return
-        st.markdown(f"Measured: from N = {measurement.of('softmax')[-1].n // 2} to "
-                    f"{measurement.of('softmax')[-1].n}, softmax attention's time grew **×{ratio:.1f}**"
-                    f" (linear attention's: ×{measurement.doubling_ratio('linear') or float('nan'):.1f}). "
-                    "The N×N score matrix has 4× the entries when N doubles, so ×4 is the answer in the limit; "
-                    "at small N fixed overheads make it less, at large N the memory traffic can make it more.")
+        top = measurement.of("softmax")[-1].n
+        show_grade(prediction, nearest_factor(ratio, GROWTH_FACTORS),
+                   f"from N = {top // 2} to {top}, softmax attention's time grew **×{ratio:.1f}** on this machine "
+                   f"(linear attention's: ×{measurement.doubling_ratio('linear') or float('nan'):.1f})")
+        st.markdown("Softmax attention builds an N×N matrix of scores (seed 003, Algorithm 1): 4× the entries when N "
+                    "doubles, so time and memory grow as **N²** (Theorem 9.1) and ×4 is the answer in the limit; at "
+                    "small N fixed overheads make it less, at large N the memory traffic can make it more. Linear "
+                    "attention never forms an N×N matrix: it grows as **N**.")
+        st.latex(r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{K}}\right)V \ O(N^2 K) \qquad\qquad "
+                 r"\frac{\phi(Q)\,\big(\phi(K)^{\top} V\big)}{\phi(Q)\,\phi(K)^{\top}\mathbf 1}\ O(N K^2)")
 
     predict_then_reveal("predict_double", "When N doubles, by how much does softmax attention's time grow?",
-                        GROWTH_OPTIONS, reveal_growth)
+                        list(GROWTH_FACTORS), reveal_growth)
     if measurement is None:
         st.info(f"Press **Measure on this machine** to time both methods for N = 64 … {max_n} (K = {head_dim}, "
                 f"{'causal' if causal else 'not causal'}); it takes a few seconds, and sizes whose runs "
                 f"would take the total past {TIME_CAP_S:.0f} s are left out.", icon=":material/timer:")
+        return
+    if not until_revealed("predict_double", "Measured: the chart and the table of times"):
         return
     chart(cost_figure(measurement.points), key="cost_chart", filename="attention_cost")
     st.markdown(" · ".join(slope_text(measurement, method) for method in METHODS))
@@ -138,17 +146,15 @@ def comparison_section() -> None:
 
 def reveal_comparison(comparison: KernelComparison, recording, notation: str, prediction: str | None) -> None:
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-    error = comparison.relative_error
-    answer = SAME_OPTIONS[0 if error < 1e-6 else 1 if error <= CLOSE else 2]
-    if prediction is not None:
-        st.markdown(("Right! " if prediction == answer else "Not this time: ") + f"the answer here is **{answer}**.")
+    show_grade(prediction, closeness(comparison.relative_error, SAME_OPTIONS, CLOSE),
+               f"on these {len(tokens)} tokens ‖linear − softmax‖ / ‖softmax‖ = **{comparison.relative_error:.1%}**")
     m1, m2, m3 = st.columns(3)
     m1.metric("‖linear − softmax‖ / ‖softmax‖", f"{comparison.relative_error:.1%}")
     m2.metric("mean cosine per token", f"{comparison.token_cosine.mean():.3f}")
     m3.metric("largest weight difference", f"{comparison.pattern_difference:.3f}")
     soft_bits, linear_bits = comparison.entropies
     spread = "more evenly" if linear_bits > soft_bits else "less evenly"
-    st.markdown("They **differ**: linear attention is a different kernel, φ(q)·φ(k) with φ = elu + 1 instead of "
+    st.markdown("Linear attention is a different kernel, φ(q)·φ(k) with φ = elu + 1 instead of "
                 "exp(q·k/√K), not an approximation of the softmax, and this model was trained with the softmax. "
                 f"Here linear attention spreads each query's weight {spread}: a mean entropy of "
                 f"**{linear_bits:.2f} bits** per query against the softmax's **{soft_bits:.2f} bits**.")
@@ -182,15 +188,9 @@ def reveal_comparison(comparison: KernelComparison, recording, notation: str, pr
 
 st.title("Cost of attention")
 presenter_mode()
-st.markdown("Softmax attention builds an N×N matrix of scores (seed 003, Algorithm 1): time and memory grow as "
-            "**N²** (Theorem 9.1). Linear attention (seed 003 §6.2) swaps exp(q·k) for a product of features "
-            "φ(q)·φ(k) and multiplies in the other order, so no N×N matrix is ever formed: **N**.")
-col_soft, col_lin = st.columns(2)
-with col_soft:
-    st.latex(r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{K}}\right)V \qquad O(N^2 K)")
-with col_lin:
-    st.latex(r"\frac{\phi(Q)\,\big(\phi(K)^{\top} V\big)}{\phi(Q)\,\phi(K)^{\top}\mathbf 1},\ "
-             r"\phi(x) = \mathrm{elu}(x) + 1 \qquad O(N K^2)")
+st.markdown("Softmax attention compares every query with every key (seed 003, Algorithm 1). Linear attention (seed "
+            "003 §6.2) swaps exp(q·k) for a product of features φ(q)·φ(k) and multiplies in the other order. How "
+            "does each one's time grow with the number of tokens N? Predict, measure, then reveal.")
 st.caption("Common layout here, as in seed 003: Q, K, V are N×K, one row per token; rows of the weights sum to 1.")
 measurement_section()
 comparison_section()

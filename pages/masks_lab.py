@@ -13,7 +13,6 @@ prompt, n_new, decoding, temperature, top_k, top_p, sample_seed, step, gen_layer
 
 from __future__ import annotations
 
-import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -35,25 +34,26 @@ from core.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells, full
 from core.position_lab import ROUNDING, incremental_change  # noqa: E402
 from core.record import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
-from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, model_picker, models_dir,  # noqa: E402
-                           predict_then_reveal, presenter_mode, shared_result, show_input_error, text_cards)
+from core.predictions import cache_agreement, changed_count, empty_row  # noqa: E402
+from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, literal, model_picker, models_dir,  # noqa: E402
+                           predict_then_reveal, presenter_mode, revealed, shared_result, show_grade,
+                           show_input_error, text_cards, until_revealed)
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
                "block-sparse: its own block of b and the last token of every block · random: itself and each other "
                "key with a probability · none: every key")
 DEFAULT_PROMPT = "the keys to the old cabinet"
+EMPTY_ROW_OPTIONS = ["uniform weights", "all zeros", "an error"]
+INCREMENTAL_OPTIONS = ["none", "only the last few", "all of them"]
+CACHE_OPTIONS = ["exactly the same", "the same up to rounding", "different"]
+CACHE_TOLERANCE = 1e-4  # CacheCheck.passed's: float32 rounding of the two orders of summation
 
 MaskRows = tuple[tuple[bool, ...], ...]  # a mask as a hashable cache key
 
 
 def as_rows(allowed: torch.Tensor) -> MaskRows:
     return tuple(tuple(bool(v) for v in row) for row in allowed.tolist())
-
-
-def literal(token: str) -> str:
-    """A token as literal markdown (typed text may hold *, [, ` and the like)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", token)
 
 
 @shared_result
@@ -153,8 +153,10 @@ def mask_section(card) -> None:
                    f"{len(cells)} cell{'s' * (len(cells) != 1)} switched from the {preset.kind} preset.")
     empty = fully_masked_rows(allowed)
     if empty:
-        st.warning(f"Query {', '.join(f'{i} ({literal(tokens[i])})' for i in empty)} may attend to **no key**: its attention "
-                   "row is all zeros, so nothing flows into it from attention (only its own residual stream).",
+        st.warning(f"Query {', '.join(f'{i} ({literal(tokens[i])})' for i in empty)} may attend to **no key**"
+                   + (": its attention row is all zeros, so nothing flows into it from attention (only its own "
+                      "residual stream)." if revealed("predict_empty_row") else
+                      ". What does its attention row become? Predict below, then reveal."),
                    icon=":material/warning:")
     if sees_later_tokens(allowed) and card.config.is_causal:
         st.info(f"This mask lets some tokens see **later** ones: {card.name} was trained causal, so it can now read "
@@ -166,21 +168,41 @@ def mask_section(card) -> None:
         layer = cols[0].selectbox("Layer", range(cfg.n_layers), format_func=lambda i: f"L{i}", key="layer",
                                   bind=BIND) or 0
         head = cols[1].selectbox("Head", range(cfg.n_heads), format_func=lambda i: f"H{i}", key="head", bind=BIND) or 0
-        chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                           title=f"the model under this mask · L{layer} H{head}",
-                           height=int(np.clip(16 * len(tokens) + 300, 400, 620))),
-              key="masked_pattern_chart", filename=f"{card.name}_custom_mask_L{layer}_H{head}")
-        st.caption("The pattern the model computes with the mask on the left: grey hatched cells are masked (weight "
-                   "exactly 0); every row with an allowed key sums to 1.")
+        if not empty or until_revealed("predict_empty_row", "The model's pattern under a mask with an empty row"):
+            masked_pattern_chart(recording, tokens, layer, head, f"{card.name}_custom_mask_L{layer}_H{head}",
+                                 "masked_pattern_chart")
+            st.caption("The pattern the model computes with the mask on the left: grey hatched cells are masked "
+                       "(weight exactly 0); every row with an allowed key sums to 1.")
 
-    def reveal_empty(_prediction) -> None:
-        st.markdown("**A row of zeros.** The softmax has no allowed score to normalise, so the model gives that query "
-                    "no weight on any key (not NaN): its attention output is 0 and the token keeps only its own "
-                    "residual stream. Switch off every cell of one row above and look at the pattern.")
+    def reveal_empty(prediction: str | None) -> None:
+        query = empty[0] if empty else len(tokens) - 1
+        checked = recording
+        if not empty:  # measure it: the same mask with every key of the last query switched off
+            emptied = allowed.clone()
+            emptied[query] = False
+            checked = masked_run(card.name, text or "", as_rows(emptied), str(models_dir()))[0]
+        rows = np.stack([checked.pattern(m)[:, query] for m in range(checked.n_layers)])  # [M, H, N]
+        where = "in the mask above" if empty else "with every key switched off for this check"
+        show_grade(prediction, empty_row(rows, EMPTY_ROW_OPTIONS),
+                   f"query {query} ({literal(tokens[query])}), {where}, gets a row summing to "
+                   f"**{np.nansum(rows, axis=-1).max():.3g}** in every layer and head (largest weight "
+                   f"{np.nanmax(np.abs(rows)):.3g}, {int(np.isnan(rows).sum())} NaN)")
+        st.markdown("The softmax has no allowed score to normalise, so the model gives that query no weight on any "
+                    "key (not NaN): its attention output is 0 and the token keeps only its own residual stream.")
+        if not empty:
+            masked_pattern_chart(checked, tokens, layer, head, f"{card.name}_empty_row_L{layer}_H{head}",
+                                 "empty_row_chart")
 
     predict_then_reveal("predict_empty_row", "If you mask every key of one query, what does its attention row "
-                        "become?", ["uniform weights", "all zeros", "an error"], reveal_empty)
+                        "become?", EMPTY_ROW_OPTIONS, reveal_empty)
     incremental_section(recording, change, allowed)
+
+
+def masked_pattern_chart(recording: Recording, tokens: list[str], layer: int, head: int, filename: str,
+                         key: str) -> None:
+    chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+                       title=f"the model under this mask · L{layer} H{head}",
+                       height=int(np.clip(16 * len(tokens) + 300, 400, 620))), key=key, filename=filename)
 
 
 def incremental_section(recording: Recording, change: np.ndarray, allowed: torch.Tensor) -> None:
@@ -190,21 +212,21 @@ def incremental_section(recording: Recording, change: np.ndarray, allowed: torch
                 f"**{literal(tokens[-1])}** and run it again, with the mask above. Which earlier tokens' representations "
                 "change?")
 
-    def reveal(_prediction) -> None:
-        changed = int((change[-1] > ROUNDING).sum())
-        causal = not sees_later_tokens(allowed)
-        st.markdown(f"Under this mask **{changed} of the {change.shape[1]} earlier tokens** change at the last layer "
-                    f"(largest relative change {change.max():.2g}; below {ROUNDING:g} is float rounding). "
-                    + ("No query sees a later key, so nothing earlier can change: the incremental property, which "
-                       "lets a causal model generate with a key/value cache." if causal else
-                       "Some queries see later keys, so appending a token reaches back into them."))
+    def reveal(prediction: str | None) -> None:
+        changed, total = int((change[-1] > ROUNDING).sum()), change.shape[1]
+        show_grade(prediction, changed_count(changed, total, INCREMENTAL_OPTIONS),
+                   f"under this mask **{changed} of the {total} earlier tokens** change at the last layer (largest "
+                   f"relative change {change.max():.2g}; below {ROUNDING:g} is float rounding)")
+        st.markdown("No query sees a later key, so nothing earlier can change: the incremental property, which lets "
+                    "a causal model generate with a key/value cache." if not sees_later_tokens(allowed) else
+                    "Some queries see later keys, so appending a token reaches back into them.")
         chart(incremental_heatmap(change, tokens[:-1], stream_labels(recording.n_layers),
                                   title=f"relative change of each earlier token when '{tokens[-1]}' is appended"),
               key="incremental_chart", filename="incremental_property")
+        st.caption("Try the causal preset, then none: the seed's claim is none under a causal mask, all without.")
 
     predict_then_reveal("predict_incremental", "Which earlier representations change when the last token is "
-                        "appended, under the mask above?", ["none", "only the last few", "all of them"], reveal)
-    st.caption("Try the causal preset, then none: the seed's claim is none under a causal mask, all without.")
+                        "appended, under the mask above?", INCREMENTAL_OPTIONS, reveal)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -284,21 +306,24 @@ def generation_section(card) -> None:
             chart(next_token_bars(labels, choice.probs[ids], choice.kept[ids], list(ids).index(choice.token)),
                   key="choice_chart", filename=f"{card.name}_step{step}_choice", zoom=False)
 
-    def reveal(_prediction) -> None:
+    def reveal(prediction: str | None) -> None:
+        show_grade(prediction, cache_agreement(check.logits_error, check.pattern_error, CACHE_TOLERANCE, CACHE_OPTIONS),
+                   f"over the {len(generation.steps)} generated tokens the cached run and one full pass without a "
+                   f"cache differ by at most **{check.logits_error:.1e}** in the logits and "
+                   f"**{check.pattern_error:.1e}** in an attention weight")
         cols = st.columns(3)
         cols[0].metric("max |Δ logits|", f"{check.logits_error:.1e}")
         cols[1].metric("max |Δ attention weight|", f"{check.pattern_error:.1e}")
         cols[2].metric("same greedy tokens", "yes" if check.same_greedy_tokens else "no")
-        if check.passed():
-            st.markdown("**Equal up to float rounding.** One full forward pass over the finished text, with no "
-                        "cache, computes the same logits at every step and the same attention rows: under a causal "
-                        "mask the earlier tokens' keys and values never change, so storing them loses nothing.")
+        if check.passed(CACHE_TOLERANCE):
+            st.markdown("Under a causal mask the earlier tokens' keys and values never change, so storing them loses "
+                        "nothing; the two runs add the same numbers in another order, hence float rounding rather "
+                        "than bit-for-bit equality.")
         else:
             st.error("The cached run and the full recomputation differ: this is a bug in the cache.", icon="⚠️")
 
     predict_then_reveal("predict_cache", "The cache lets the model compute only the new token's row. Are its numbers "
-                        "the same as recomputing the whole text from scratch?",
-                        ["exactly the same", "the same up to rounding", "different"], reveal)
+                        "the same as recomputing the whole text from scratch?", CACHE_OPTIONS, reveal)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -22,11 +22,13 @@ import streamlit as st  # noqa: E402
 from core.figures.attention import head_heatmap, softmax_row_bar  # noqa: E402
 from core.figures.maths import matrix_heatmap, token_axis_labels  # noqa: E402
 from core.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
+from core.predictions import closeness  # noqa: E402
 from pages._common import (BIND, Setting, chart, get_model, get_recording, layer_head_picker,  # noqa: E402
-                           model_picker, models_dir, predict_then_reveal, presenter_mode, text_cards,
-                           typed_text_recording)
+                           literal, model_picker, models_dir, predict_then_reveal, presenter_mode, show_grade,
+                           text_cards, typed_text_recording, until_revealed)
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
+CLOSE = 0.01  # the two forms "close" up to 1 % of Y's largest entry
 HIDDEN = ("mlp hidden", "mlp activation")  # steps whose rows are the MLP's hidden units, not the D features
 
 
@@ -129,19 +131,14 @@ if "rotated queries" in this.steps:
 
 # --- 3. scores and the softmax over columns ------------------------------------------------------------------
 st.header("3 · Scores, then a softmax down each column")
-if "position bias" in this.steps:
-    st.markdown(f"This model adds a **{recording.meta.get('pe')} position bias** to every score.")
-    show_step(this.steps["position bias"], "bias", labels, token, labels, "key n′")
-show_step(this.steps["scores"], "scores", labels, token, labels, "key n′")
-st.caption("Grey cells are −∞: the mask hides key n′ from query n, so exp(−∞) = 0 below.")
 
 
 def reveal_top(prediction: str | None) -> None:
     column = this.pattern[:, token]
     best = int(np.argmax(column))
-    verdict = "" if prediction is None else ("Right! " if prediction == labels[best] else "Not this time. ")
-    st.markdown(f"{verdict}Column n = {labels[token]} of A_{head} puts its largest weight, **{column[best]:.3f}**, on "
-                f"key **{labels[best]}**.")
+    yours = "" if prediction not in labels else f", and **{column[labels.index(prediction)]:.3f}** on your key"
+    show_grade(prediction, labels[best], f"column n = {literal(labels[token])} of A_{head} puts its largest weight, "
+                                         f"**{column[best]:.3f}**, on key **{literal(labels[best])}**{yours}")
     chart(softmax_row_bar(column, this.steps["scores"].value[:, token], tokens, best, unknown=unknown, query=token),
           key="chart_column", filename="maths_column", zoom=False)
     st.caption(f"Column n = {labels[token]} of A_{head} in the paper's layout (the same numbers are row n in the "
@@ -149,21 +146,28 @@ def reveal_top(prediction: str | None) -> None:
 
 
 visible = [labels[i] for i in np.flatnonzero(np.isfinite(this.steps["scores"].value[:, token]))]
-predict_then_reveal("predict_top", f"Which key n′ will query n = {labels[token]} weight most in head {head}?",
-                    visible, reveal_top)
+predict_then_reveal("predict_top", f"Which key n′ will query n = {labels[token]} weight most in head {head} of "
+                    f"layer {layer}?", visible, reveal_top)
+if "position bias" in this.steps:
+    st.markdown(f"This model adds a **{recording.meta.get('pe')} position bias** to every score.")
+    show_step(this.steps["position bias"], "bias", labels, token, labels, "key n′")
 pattern = this.steps["pattern"]
-st.markdown(f"**{pattern.title}**")
-st.latex(pattern.latex)
-col_a, col_sums = st.columns([3, 2])
-with col_a:
-    chart(head_heatmap(pattern.value.T, tokens, this.steps["scores"].value.T, unknown=unknown, notation="paper",
-                       title=f"A_{head}: column n = query, rows n′ = keys"), key="chart_pattern",
-          filename="maths_pattern")
-with col_sums:
-    sums = pattern.value.sum(axis=0)
-    st.dataframe(pd.DataFrame({"query n": labels, "Σ_n′ A[n′, n]": sums}), hide_index=True, key="sums_table",
-                 column_config={"Σ_n′ A[n′, n]": st.column_config.NumberColumn(format="%.7f")})
-    st.caption(agreement(pattern))
+if until_revealed("predict_top", "The scores S and the attention A of this head (they answer the prediction "
+                                 "above)"):
+    show_step(this.steps["scores"], "scores", labels, token, labels, "key n′")
+    st.caption("Grey cells are −∞: the mask hides key n′ from query n, so exp(−∞) = 0 below.")
+    st.markdown(f"**{pattern.title}**")
+    st.latex(pattern.latex)
+    col_a, col_sums = st.columns([3, 2])
+    with col_a:
+        chart(head_heatmap(pattern.value.T, tokens, this.steps["scores"].value.T, unknown=unknown, notation="paper",
+                           title=f"A_{head}: column n = query, rows n′ = keys"), key="chart_pattern",
+              filename="maths_pattern")
+    with col_sums:
+        sums = pattern.value.sum(axis=0)
+        st.dataframe(pd.DataFrame({"query n": labels, "Σ_n′ A[n′, n]": sums}), hide_index=True, key="sums_table",
+                     column_config={"Σ_n′ A[n′, n]": st.column_config.NumberColumn(format="%.7f")})
+        st.caption(agreement(pattern))
 
 # --- 4. mixing the values ------------------------------------------------------------------------------------
 st.header("4 · Mixing: Y_h = V_h X A_h")
@@ -180,20 +184,22 @@ with col_out:
     show_step(this.steps["head output"], "head_output", labels, token)
 
 # --- 5. multi-head -------------------------------------------------------------------------------------------
-st.header("5 · All heads: Σ_h V_h X A_h = concatenate, then project")
+st.header("5 · All heads: Σ_h V_h X A_h, or concatenate, then project?")
 col_sum, col_concat = st.columns(2)
 for column, name in ((col_sum, "multi-head sum"), (col_concat, "concat then project")):
     with column:
         step = maths.steps[name]
         st.markdown(f"**{step.title}**")
         st.latex(step.latex)
-st.caption("Below: Y, computed both ways and compared with the model's own attention output.")
+st.caption("Below: Y, computed the paper's way and compared with the model's own attention output.")
 
 
 def reveal_forms(prediction: str | None) -> None:
-    verdict = "" if prediction is None else ("Right! " if prediction == FORMS[0] else "Not quite. ")
-    st.markdown(f"{verdict}They are the **same sum**, grouped differently: W_O [z_1; …; z_H] = Σ_h U_h z_h. Here they "
-                f"differ by at most **{maths.sum_vs_concat:.1e}** (float64 rounding).")
+    largest = float(np.abs(maths.steps["multi-head sum"].value).max())
+    show_grade(prediction, closeness(maths.sum_vs_concat / max(largest, 1e-30), FORMS, CLOSE),
+               f"the two forms differ by at most **{maths.sum_vs_concat:.1e}** (Y's entries reach {largest:.3g})")
+    st.markdown("They are the **same sum**, grouped differently: W_O [z_1; …; z_H] = Σ_h U_h z_h, so only float64 "
+                "rounding can separate them.")
     m1, m2, m3 = st.columns(3)
     m1.metric("max |Σ_h V_h X A_h − concat form|", f"{maths.sum_vs_concat:.1e}")
     m2.metric("max |Σ_h V_h X A_h − hook_attn_out|", f"{maths.steps['multi-head sum'].max_diff:.1e}")

@@ -22,13 +22,17 @@ import streamlit as st  # noqa: E402
 from core.figures.attention import plain_token_labels  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
+from core.predictions import standardised  # noqa: E402
 from pages._common import (BIND, get_model, model_picker, models_dir, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, text_cards, typed_text_recording)
+                           predict_then_reveal, presenter_mode, show_grade, text_cards, typed_text_recording,
+                           until_revealed)
 
 PLOT_CONFIG = {"displaylogo": False}
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
                                                                              "unembedding"}
 POST_SITES = {"ln1": "after attention + residual", "ln2": "after the MLP + residual"}
+STANDARDISED_OPTIONS = ["mean 0 and std 1, for every token", "they still differ from token to token",
+                        "mean 0, but the std differs"]
 
 
 def per_token_frame(view, tokens) -> pd.DataFrame:
@@ -52,13 +56,15 @@ def long_csv(view, tokens, setting_label: str) -> str:
 
 
 def reveal_standardised(standardized: np.ndarray, prediction: str | None) -> None:
-    """The mean and std of every token's standardised vector, as the model computed them (before γ, β)."""
+    """The mean and std of every token's standardised vector, as the model computed them (before γ, β), graded."""
     stats = tokennorm_statistics(standardized)
-    st.markdown(f"Over the {len(stats.mean)} tokens, the standardised vectors' means run from "
-                f"**{stats.mean.min():.1e}** to **{stats.mean.max():.1e}** and their standard deviations from "
-                f"**{stats.std.min():.4f}** to **{stats.std.max():.4f}**: every token ends with mean 0 and std 1 "
-                "(a hair under 1: ε in √(var + ε)), however large it was before."
-                + ("" if prediction is None else f" You predicted: *{prediction}*."))
+    show_grade(prediction, standardised(stats.mean, stats.std, STANDARDISED_OPTIONS),
+               f"over the {len(stats.mean)} tokens the standardised vectors' means run from **{stats.mean.min():.1e}** "
+               f"to **{stats.mean.max():.1e}** and their standard deviations from **{stats.std.min():.4f}** to "
+               f"**{stats.std.max():.4f}**")
+    st.markdown("TokenNorm takes each token's own mean away and divides by its own standard deviation, so every "
+                "token ends with mean 0 and std 1 however large it was before (a hair under 1: ε in √(var + ε)). "
+                "γ and β then scale and shift each feature, the same for every token.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -109,10 +115,8 @@ st.caption(f"Showing **{where}** of {card.name} on {len(tokens)} tokens (with [B
            f"{view.max_abs_error:.1e}.")
 
 predict_then_reveal("predict_standardised", "After TokenNorm (before γ and β), what are the mean and the standard "
-                    "deviation of each token's vector?",
-                    ["mean 0 and std 1, for every token", "they still differ from token to token",
-                     "mean 0, but the std differs"], lambda prediction: reveal_standardised(view.standardized,
-                                                                                           prediction))
+                    "deviation of each token's vector?", STANDARDISED_OPTIONS,
+                    lambda prediction: reveal_standardised(view.standardized, prediction))
 
 # --- every token's statistics -----------------------------------------------------------------------------
 st.subheader("What TokenNorm removes from each token")
@@ -125,8 +129,11 @@ with col_table:
     st.dataframe(frame, hide_index=True, key="stats_table", height=min(36 * (len(frame) + 1) + 3, 420),
                  column_config={name: st.column_config.NumberColumn(format="%.4f")
                                 for name in ("mean", "std", "‖before‖", "‖after‖")})
-    st.caption("std is √(var + ε), what the model divides by. After TokenNorm every token has (before γ, β) "
-               "mean 0 and standard deviation 1, however large its vector was.")
+    st.caption("The mean and std of each token's vector as TokenNorm receives it; std is √(var + ε), what the "
+               "model divides by.")
+if not until_revealed("predict_standardised", "Each token's vector after TokenNorm, and figure 5 on these "
+                                              "activations"):
+    st.stop()
 
 # --- one token, feature by feature ------------------------------------------------------------------------
 st.subheader(f"Token `{labels[token]}` through TokenNorm")
