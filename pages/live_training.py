@@ -34,7 +34,9 @@ from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, Liv
                        RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, archive, encodings_for,
                        masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
-from pages._common import BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode  # noqa: E402
+from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
+from pages._common import (BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode,  # noqa: E402
+                           show_grade, until_revealed)
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -52,6 +54,7 @@ KEYS = {"task": "tr_task", "n_layers": "tr_layers", "n_heads": "tr_heads", "d_mo
         "dropout": "tr_dropout", "steps": "tr_steps", "batch_size": "tr_batch", "seed": "tr_seed"}
 WARMUP_OPTIONS = ["the same", "fall more slowly, stall or jump up", "fall faster"]  # the predictions
 STEP_OPTIONS = ["within 100 steps", "after 100 to 500 steps", "after more than 500 steps", "never"]
+STEP_BOUNDS = (100, 500)  # the steps STEP_OPTIONS split at
 STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished", "stopped": "Stopped",
           "diverged": "Diverged", "failed": "Failed"}
 
@@ -192,6 +195,8 @@ def pattern_note(view: RunView) -> None:
     pattern = view.pattern
     if pattern is None or not view.snapshots:
         return
+    if not until_revealed("tr_predict_step", "When the task's pattern forms"):
+        return
     formed = view.pattern_formed()
     if formed is not None:
         st.success(f"The **{pattern.name}** pattern formed at step **{formed.step}**, {formed.seconds:.0f} s after "
@@ -267,12 +272,12 @@ def snapshots(view: RunView, notation: str) -> None:
 
     col_score, col_norm, col_resid = st.columns(3)
     with col_score:
-        if view.pattern is not None:
+        if view.pattern is not None and until_revealed("tr_predict_step", "Each head's pattern score over the steps"):
             series = {name: over_steps(lambda s, i=i: s.scores.reshape(-1)[i]) for i, name in enumerate(heads)}
             chart(lines_over_steps(series, title=f"{view.pattern.name} score", y_title="score of each head",
                                    threshold=PATTERN_THRESHOLD, marker=snap.step),
                   "tr_scores", "pattern_scores", zoom=False)
-        else:
+        elif view.pattern is None:
             st.caption("No single textbook pattern is followed on this task: scrub through the snapshots above.")
     with col_norm:
         names = list(snap.norm_scale)
@@ -331,6 +336,9 @@ def compare(views: list[RunView], notation: str) -> None:
     a = col_a.selectbox("Run A", labels, index=len(labels) - 2, key="tr_a", bind=BIND)
     b = col_b.selectbox("Run B", labels, index=len(labels) - 1, key="tr_b", bind=BIND)
     first, second = views[labels.index(a) if a in labels else -2], views[labels.index(b) if b in labels else -1]
+    if (warmup_pair([first, second]) is not None
+            and not until_revealed("tr_predict_warmup", "These two runs answer the warm-up prediction above")):
+        return
     chart(training_curves([("A", first.history), ("B", second.history)], clips=[first.spec.clip, second.spec.clip]),
           "tr_compare_curves", "compare_training_curves")
     options = sorted({s.step for view in (first, second) for s in view.snapshots})
@@ -343,7 +351,8 @@ def compare(views: list[RunView], notation: str) -> None:
                   f"run_{name}_heads", zoom=False)
             st.caption(f"after {snap.step} steps; loss (mean of the last 25 steps) "
                        f"{np.mean(view.history['loss'][-25:]):.3f}" if view.steps_done else "no step yet")
-    if first.pattern is not None and second.pattern is not None:
+    if (first.pattern is not None and second.pattern is not None
+            and until_revealed("tr_predict_step", "The best head's pattern score of each run")):
         series = {f"{name}: best head": ([s.step for s in view.snapshots], [s.best_score for s in view.snapshots])
                   for name, view in (("A", first), ("B", second))}
         chart(lines_over_steps(series, title="Best head's pattern score", y_title="score",
@@ -376,46 +385,75 @@ def save(run: LiveRun, view: RunView) -> None:
                            mime="application/zip", key="tr_download", icon=":material/download:")
 
 
+def warmup_pair(views: list[RunView]) -> tuple[RunView, RunView] | None:
+    """The latest post-LN run without a warm-up and the latest with one (both trained a step), or None."""
+    post = {bool(v.spec.warmup): v for v in views if v.spec.norm == "post" and v.steps_done}
+    return (post[False], post[True]) if len(post) == 2 else None
+
+
+def set_recipe(name: str) -> None:
+    st.session_state["tr_recipe"] = name
+    apply_recipe()
+
+
 def reveal_warmup(prediction: str | None) -> None:
-    if prediction is not None:
-        st.markdown(f"You predicted: *{prediction}*. " + ("Yes." if prediction == WARMUP_OPTIONS[1] else
-                                                        "Look at what the runs did."))
-    st.markdown("Adam's first updates move every weight by about the learning rate, whatever the size of its "
+    pair = warmup_pair([r.view() for r in RUNS.runs_of(st.session_state["live_owner"])])
+    if pair is None:
+        show_grade(prediction, None, "this is measured on your own runs, and they are not trained yet: train the "
+                   "recipes **post-LN, no warm-up** and **post-LN, with warm-up** (set them up here, then press "
+                   "Start training), and your prediction is graded here when both have trained.")
+        with st.container(horizontal=True):
+            for recipe in ("post-LN, no warm-up", "post-LN, with warm-up"):
+                st.button(f"Set up: {recipe}", key=f"tr_setup_{recipe}", on_click=set_recipe, args=(recipe,),
+                          icon=":material/tune:")
+        return
+    without, with_ = pair
+    steps = min(without.steps_done, with_.steps_done)
+    loss_without, loss_with = final_loss(without.history["loss"], steps), final_loss(with_.history["loss"], steps)
+    show_grade(prediction, loss_comparison(loss_without, loss_with, WARMUP_OPTIONS),
+               f"after {steps} steps your post-LN run without a warm-up is at loss **{loss_without:.2f}**, the one with "
+               f"{with_.spec.warmup} warm-up steps at **{loss_with:.2f}** (mean of the last 25 steps; lr "
+               f"{without.spec.learning_rate:g} and {with_.spec.learning_rate:g})")
+    st.markdown("Why: Adam's first updates move every weight by about the learning rate, whatever the size of its "
                 "gradient, until its running averages settle. Post-LN puts a TokenNorm after every residual addition, "
                 "so no path from the output back to the input is left untouched, and such large early steps can "
                 "throw it into a state it recovers from slowly or never: the loss stalls. A warm-up grows the rate "
                 "from 0 while the averages settle (seed 004: post-normalisation needs a warm-up). Pre-LN leaves the "
-                "residual path free of TokenNorms and usually copes without one. On the grammar model at a rate of "
-                "0.03, post-LN without a warm-up stays near loss 4.7, with 100 warm-up steps it falls to about 3.7, "
-                "and pre-LN without one to about 3.9 (tests/benchmarks/bench_training.py).")
-    views = [r.view() for r in RUNS.runs_of(st.session_state["live_owner"])]
-    post = {bool(v.spec.warmup): v for v in views if v.spec.norm == "post" and v.steps_done}  # the latest of each
-    if len(post) == 2:
-        st.markdown("**Your runs:**")
-        chart(training_curves([("post-LN, no warm-up", post[False].history), ("post-LN, warm-up", post[True].history)],
-                              clips=[post[False].spec.clip, post[True].spec.clip], height=420),
-              "tr_reveal_curves", "post_ln_warmup")
-    else:
-        st.caption("Train the recipes **post-LN, no warm-up** and **post-LN, with warm-up** to see your own answer "
-                   "here.")
+                "residual path free of TokenNorms and usually copes without one.")
+    chart(training_curves([("post-LN, no warm-up", without.history), ("post-LN, warm-up", with_.history)],
+                          clips=[without.spec.clip, with_.spec.clip], height=420),
+          "tr_reveal_curves", "post_ln_warmup")
 
 
-def reveal_pattern_step(prediction: str | None, view: RunView) -> None:
+def step_question(run: LiveRun | None) -> str:
+    """The pattern prompt's question, naming the run: a new run asks it afresh."""
+    which = f"run {run.run_id[:6]}" if run is not None else "your next run"
+    return (f"When will the task's pattern (the reversal's anti-diagonal, the induction head) first score "
+            f"{PATTERN_THRESHOLD} in {which}?")
+
+
+def reveal_pattern_step(prediction: str | None, view: RunView | None) -> None:
+    if view is None:
+        show_grade(prediction, None, "no run yet: start one below, and your prediction is graded here when its "
+                   "pattern forms or the run ends.")
+        return
     if view.pattern is None:
-        st.markdown("This task has no single textbook pattern to wait for: try the reversal or copy task.")
+        show_grade(prediction, None, f"the {view.spec.task} task has no single textbook pattern to wait for: try "
+                   "the reversal or copy task.")
         return
     formed = view.pattern_formed()
-    if formed is None:
-        answer = STEP_OPTIONS[3] if not view.alive else None
-        st.markdown(f"Not {'in this run' if answer else 'yet'}: the best head scores "
-                    f"{view.snapshots[-1].best_score:.2f} after {view.snapshots[-1].step} steps (formed at ≥ "
-                    f"{PATTERN_THRESHOLD}).")
+    answer = growth_step(None if formed is None else formed.step, not view.alive, STEP_BOUNDS, STEP_OPTIONS)
+    if formed is not None:
+        loss = np.mean(view.history["loss"][max(0, formed.step - 25):max(formed.step, 1)])
+        measured = (f"a head first scored **{formed.best_score:.2f}** ≥ {PATTERN_THRESHOLD} after **{formed.step}** "
+                    f"steps ({formed.seconds:.0f} s), at a loss of {loss:.2f}")
+    elif view.snapshots:
+        last = view.snapshots[-1]
+        measured = (f"{'in this run' if answer else 'not yet'}: the best head scores {last.best_score:.2f} after "
+                    f"{last.step} steps (it counts at ≥ {PATTERN_THRESHOLD})")
     else:
-        answer = STEP_OPTIONS[0 if formed.step <= 100 else 1 if formed.step <= 500 else 2]
-        st.markdown(f"In this run, after **{formed.step}** steps ({formed.seconds:.0f} s), when the loss of the last "
-                    f"steps was {np.mean(view.history['loss'][max(0, formed.step - 25):max(formed.step, 1)]):.2f}.")
-    if prediction is not None and answer is not None:
-        st.markdown(f"You predicted *{prediction}*: " + ("right." if prediction == answer else f"it was *{answer}*."))
+        measured = "not yet: no snapshot taken"
+    show_grade(prediction, answer, measured if answer else measured + "; graded when it forms or the run ends.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -428,7 +466,7 @@ notation = notation_switch()
 st.caption("Train a tiny transformer here, on this computer's CPU, and watch it learn: the loss and accuracy, the "
            "learning rate of the schedule, the gradient of every layer, and its attention heads forming. Training "
            "uses Adam with a learning-rate schedule, gradient clipping, dropout and label smoothing (seed 003 §4); "
-           "it grows unstable without care, and post-LN needs a warm-up (seed 004, seed 001 §5).")
+           "it can grow unstable (seed 001 §5).")
 run, asked = watched_run()
 view = run.view() if run is not None else None
 if run is None and asked:
@@ -452,14 +490,13 @@ with st.expander("Set up a run", expanded=view is None, icon=":material/tune:"):
     st.caption(f"Runs train in the background and survive reloads and page switches; at most "
                f"{RUNS.max_running} train at once on this server ({RUNS.running()} now).")
 
+predict_then_reveal("tr_predict_step", step_question(run), STEP_OPTIONS,
+                    lambda prediction: reveal_pattern_step(prediction, None if run is None else run.view()))
 if run is not None:
     live(run, notation)
     current = run.view()  # after the fragment: what it drew, or newer
     if not current.alive and current.snapshots:
         snapshots(current, notation)
-    predict_then_reveal("tr_predict_step", "When will the task's pattern (the reversal's anti-diagonal, the "
-                        "induction head) first score 0.5?",
-                        STEP_OPTIONS, lambda prediction: reveal_pattern_step(prediction, run.view()))
     if current.status in ("finished", "stopped"):
         save(run, current)
     compare([v for v in (r.view() for r in RUNS.runs_of(run.owner)) if v.snapshots], notation)

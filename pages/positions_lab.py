@@ -18,6 +18,7 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core import length_lab  # noqa: E402
@@ -28,10 +29,11 @@ from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_h
                                     similarity_profile)
 from core.lens import stream_labels  # noqa: E402
 from core.positions import alibi_slopes  # noqa: E402
+from core.predictions import length_change, similar_positions  # noqa: E402
 from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, model_picker,  # noqa: E402
-                           models_dir, predict_then_reveal, presenter_mode, show_input_error, text_cards,
-                           trained_alternative)
+                           models_dir, predict_then_reveal, presenter_mode, show_grade, show_input_error, text_cards,
+                           trained_alternative, until_revealed)
 
 TABLE_CAPTIONS = {
     "sinusoidal": "e_n[2i] = sin(n / 10000^(2i/D)), e_n[2i+1] = cos(n / 10000^(2i/D)) (Vaswani et al.): the vector "
@@ -42,6 +44,10 @@ TABLE_CAPTIONS = {
             "(cos nθ_i, sin nθ_i).",
 }
 PERMUTED_DEFAULTS = ("the dog chases the cat .", "the cat chases the dog .")
+SIMILAR_OPTIONS = ["its neighbours", "position 0", "the furthest positions", "all about equally"]
+LENGTH_OPTIONS = ["longer", "shorter", "the same length"]
+NO_MASK_OPTIONS = ["yes, the same", "no, different"]
+CAUSAL_OPTIONS = ["no, the mask is not about order", "yes, the representations differ"]
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -87,21 +93,31 @@ def tables_section(model) -> None:
         chart(encoding_heatmap(table, title=f"{encoding}: position × feature", feature_title=feature),
               key="table_chart", filename=f"{encoding}_table")
         st.caption(TABLE_CAPTIONS[encoding])
-    with col_similarity:
-        chart(similarity_heatmap(similarity, title="e_n · e_m: how alike two positions are"),
-              key="similarity_chart", filename=f"{encoding}_similarity")
-        st.caption("Row n, column m: how alike positions n and m look to a dot product, which is what attention "
-                   "computes. Red: alike, blue: opposed.")
     position = int(st.slider("Position n to compare", 0, n - 1, min(10, n - 1), key="similar_to", bind=BIND))
 
-    def reveal(_prediction) -> None:
+    def reveal(prediction: str | None) -> None:
         nearest = lab.most_similar(similarity, position)
-        st.markdown(f"The positions most like **{position}** are **{', '.join(map(str, nearest))}**.")
+        row = similarity[position]
+        show_grade(prediction, similar_positions(row, position, SIMILAR_OPTIONS),
+                   f"the positions most like **{position}** are **{', '.join(map(str, nearest))}** (e_{position} · "
+                   f"e_m = {', '.join(f'{row[m]:.3g}' for m in nearest)}; position 0: {row[0]:.3g}, the furthest, "
+                   f"{furthest(position, n)}: {row[furthest(position, n)]:.3g})")
         chart(similarity_profile(similarity, position, title=f"row {position}: e_{position} · e_m"),
               key="profile_chart", filename=f"{encoding}_similarity_row_{position}", zoom=False)
 
-    predict_then_reveal("predict_similar", f"Which positions have an encoding most like position {position}'s?",
-                        ["its neighbours", "position 0", "the furthest positions", "all about equally"], reveal)
+    predict_then_reveal("predict_similar", f"In the {encoding} table, which positions have an encoding most like "
+                        f"position {position}'s?", SIMILAR_OPTIONS, reveal)
+    with col_similarity:
+        if until_revealed("predict_similar", "How alike every two positions are"):
+            chart(similarity_heatmap(similarity, title="e_n · e_m: how alike two positions are"),
+                  key="similarity_chart", filename=f"{encoding}_similarity")
+            st.caption("Row n, column m: how alike positions n and m look to a dot product, which is what attention "
+                       "computes. Red: alike, blue: opposed.")
+
+
+def furthest(position: int, n: int) -> int:
+    """The position furthest from `position` among 0 … n − 1."""
+    return 0 if position >= n - 1 - position else n - 1
 
 
 @st.fragment
@@ -128,6 +144,19 @@ def rope_section(card) -> None:
                           key="rope_which", bind=BIND, horizontal=True)
     rotation = lab.rope_pair(recording, int(layer or 0), int(head or 0), int(pair), which or "q")
     tokens = recording.meta["tokens"]
+
+    def reveal(prediction: str | None) -> None:
+        lengths = np.linalg.norm(rotation.before, axis=1)
+        show_grade(prediction, length_change(rotation.before, rotation.after, LENGTH_OPTIONS),
+                   f"the largest change of any of the {len(tokens)} arrows' lengths is **{rotation.length_change:.1e}** "
+                   f"(they are {lengths.min():.3g} to {lengths.max():.3g} long)")
+        st.markdown("A rotation keeps lengths: below 1e-5 is float rounding. Only the direction carries the position.")
+
+    predict_then_reveal("predict_length", f"Does RoPE make a token's arrow (layer {layer}, head {head}, pair {pair} "
+                        f"of the {'queries' if which == 'q' else 'keys'}) longer, shorter, or keep its length?",
+                        LENGTH_OPTIONS, reveal)
+    if not until_revealed("predict_length", "The arrows before and after RoPE"):
+        return
     col_figure, col_notes = st.columns([3, 2])
     with col_figure:
         chart(rope_pair_figure(rotation.before, rotation.after, rotation.angle, tokens,
@@ -142,13 +171,6 @@ def rope_section(card) -> None:
             "A query turned by nθ and a key turned by mθ meet at the angle (n − m)θ, so their score depends on "
             "how far apart they are, not on where they are.")
         st.caption(f"Check against the recording: max |R(nθ)·before − after| = {rotation.max_error:.1e}.")
-
-        def reveal(_prediction) -> None:
-            st.markdown(f"**The same length.** A rotation keeps lengths: the largest change of any arrow's length is "
-                        f"{rotation.length_change:.1e}, rounding only. Only the direction carries the position.")
-
-        predict_then_reveal("predict_length", "Does RoPE make a token's arrow longer, shorter, or keep its length?",
-                            ["longer", "shorter", "the same length"], reveal)
 
 
 @st.fragment
@@ -214,31 +236,37 @@ def permutation_section(card) -> None:
             return f"the same up to permutation (largest relative change {run.max_change:.2g}: float rounding)"
         return f"different (largest relative change of a token {run.max_change:.2g})"
 
-    def reveal_no_mask(_prediction) -> None:
-        plain = by_condition[("none", False)]
-        st.markdown(f"**Without a position encoding and without a mask the two texts are {verdict(plain)}.** "
-                    "Attention is a weighted sum over a *set* of tokens, so it cannot tell the orders apart. With "
-                    f"{switched_on} they are {verdict(by_condition[('none', True)])}.")
-
-    predict_then_reveal("predict_no_mask", "With no position encoding and no mask, does each token of text B get the "
-                        "same representation as the same token of text A?", ["yes, the same", "no, different"],
-                        reveal_no_mask)
-
-    def reveal_causal(_prediction) -> None:
-        causal = by_condition[("causal", False)]
-        answer = "**Yes.**" if not causal.equivariant() else "**Not for these two texts**, which are in the same order."
-        st.markdown(f"{answer} With a causal mask and no position encoding the texts are {verdict(causal)}. Token n "
-                    "attends only to tokens 0…n, so *which* tokens it sees depends on the order: the mask itself "
-                    "leaks position. The first tokens, before the texts differ, stay the same. That is why a causal "
-                    "language model trained without any position encoding (lm-none) still learns word order.")
-        chart(permutation_grid([run.change for run in runs], titles, tokens, stream_labels(card.config.n_layers)),
-              key="permutation_chart", filename="permutation_test")
+    def grid(conditions: list[str], key: str) -> None:
+        """The changes of the runs with these masks, token by token through the stream."""
+        chosen = [i for i, run in enumerate(runs) if run.mask in conditions]
+        chart(permutation_grid([runs[i].change for i in chosen], [titles[i] for i in chosen], tokens,
+                               stream_labels(card.config.n_layers)), key=key, filename=f"{key}_test")
         st.caption("Each cell: ‖x_B[n] − x_A[π(n)]‖ / ‖x_A[π(n)]‖, token n of text B against the same token of "
                    "text A, at every point of the residual stream. White: the same.")
 
+    def reveal_no_mask(prediction: str | None) -> None:
+        plain = by_condition[("none", False)]
+        show_grade(prediction, NO_MASK_OPTIONS[0 if plain.equivariant() else 1],
+                   f"without a position encoding and without a mask the two texts are {verdict(plain)}")
+        st.markdown("Attention is a weighted sum over a *set* of tokens, so it cannot tell the orders apart. With "
+                    f"{switched_on} they are {verdict(by_condition[('none', True)])}.")
+        grid(["none"], "permutation_no_mask_chart")
+
+    predict_then_reveal("predict_no_mask", "With no position encoding and no mask, does each token of text B get the "
+                        "same representation as the same token of text A?", NO_MASK_OPTIONS, reveal_no_mask)
+
+    def reveal_causal(prediction: str | None) -> None:
+        causal = by_condition[("causal", False)]
+        show_grade(prediction, CAUSAL_OPTIONS[0 if causal.equivariant() else 1],
+                   f"with a causal mask and no position encoding the two texts are {verdict(causal)}"
+                   + (" — these two texts are in the same order" if causal.equivariant() else ""))
+        st.markdown("Token n attends only to tokens 0…n, so *which* tokens it sees depends on the order: the mask "
+                    "itself leaks position. The first tokens, before the texts differ, stay the same. That is why a "
+                    "causal language model trained without any position encoding (lm-none) still learns word order.")
+        grid(["causal"], "permutation_chart")
+
     predict_then_reveal("predict_causal", "No position encoding, but a causal mask: does the mask alone tell the model "
-                        "about order?", ["no, the mask is not about order", "yes, the representations differ"],
-                        reveal_causal)
+                        "about order?", CAUSAL_OPTIONS, reveal_causal)
 
 
 def short_text_models(cards) -> dict[str, object]:
@@ -323,8 +351,8 @@ card = model_picker(cards)
 presenter_mode()
 model, _ = get_model(card.name, str(models_dir()))
 st.title("Position encodings")
-st.markdown("Attention treats its input as a set: nothing in q·k says where a token stands (seed 001 §3). A position "
-            "encoding puts the order back, either **added to each token** (sinusoidal, learned) or **inside "
+st.markdown("Attention scores each query against each key with q·k (seed 001 §3). A position encoding tells the "
+            "model where each token stands, either **added to each token** (sinusoidal, learned) or **inside "
             "attention** (RoPE turns queries and keys, ALiBi and relative encodings bias the scores).")
 tables_section(model)
 rope_section(card)
