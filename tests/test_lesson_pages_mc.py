@@ -32,6 +32,8 @@ def frame(at: AppTest, column: str):
 def test_maths_page_shows_every_step_matching_the_recording(app):
     at = app(MATHS)
     ok(at)
+    at.button(key="predict_top__reveal").click().run()  # the scores and A answer it: they wait for the reveal
+    ok(at)
     assert at.title[0].value == "The maths, step by step"
     assert len(charts(at)) >= 14  # X, Q, K (rotated Q, K: RoPE), S, A, z, V_h X A_h, Y and the MLP's steps
     assert at.radio(key="layer").value == 0 and at.radio(key="head").value == 0
@@ -72,12 +74,13 @@ def test_maths_page_predictions_reveal_the_live_answer(app):
     at.radio(key="predict_top").set_value(at.radio(key="predict_top").options[0]).run()
     at.button(key="predict_top__reveal").click().run()
     ok(at)
-    assert len(charts(at)) == n_charts + 1  # the column of A as bars
+    assert len(charts(at)) == n_charts + 3  # the scores, A, and the column of A as bars
     assert "puts its largest weight" in text_of(at)
     at.radio(key="predict_forms").set_value("identical, up to rounding").run()
     at.button(key="predict_forms__reveal").click().run()
     ok(at)
-    assert "Right!" in text_of(at)
+    assert "You said **identical, up to rounding**; measured: the two forms differ by at most" in text_of(at)
+    assert "**Right.**" in text_of(at)
     concat = next(m for m in at.metric if "concat form" in m.label and "Σ" in m.label)
     assert float(concat.value) < 1e-10
 

@@ -10,7 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.checkpoint import ModelCard, save_checkpoint
-from conftest import figures, ok, shows
+from conftest import figure, figures, ok, shows
 from tiny_models import tiny_model
 
 torch.set_num_threads(1)
@@ -50,6 +50,11 @@ def text_of(elements) -> str:
     return " ".join(element.value for element in elements)
 
 
+def spec(at: AppTest, key: str) -> dict:
+    """The figure of the chart drawn under this key."""
+    return next(figure(chart) for chart in at.get("plotly_chart") if chart.key == key)
+
+
 def reveal(at: AppTest, key: str, answer=None) -> AppTest:
     if answer is not None:
         at.radio(key=key).set_value(answer).run()
@@ -64,11 +69,10 @@ def test_positions_page_renders_every_section(app):
     at = app(POSITIONS)
     ok(at)
     assert at.title[0].value == "Position encodings"
-    assert len(specs(at)) == 5  # table, similarity, RoPE pair, biases, biases by offset
+    assert len(specs(at)) == 3  # table, biases, biases by offset; the similarity and RoPE pair wait for a reveal
     assert at.radio(key="encoding").options == ["sinusoidal", "rope"]  # lm-rope has no learned table
     assert [b.key for b in at.button] == ["predict_similar__reveal", "predict_length__reveal",
                                           "predict_no_mask__reveal", "predict_causal__reveal"]
-    assert "max |R(nθ)·before − after|" in text_of(at.caption)
 
 
 def test_positions_tables_follow_encoding_positions_and_reveal_the_neighbours(app):
@@ -84,23 +88,25 @@ def test_positions_tables_follow_encoding_positions_and_reveal_the_neighbours(ap
     ok(at)
     at = reveal(at, "predict_similar", "its neighbours")
     ok(at)
-    assert "The positions most like **5** are **4, 6" in text_of(at.markdown) or \
-        "The positions most like **5** are **6, 4" in text_of(at.markdown)
-    assert len(specs(at)) == 6  # the similarity row appears
+    assert "the positions most like **5** are **4, 6" in text_of(at.markdown) or \
+        "the positions most like **5** are **6, 4" in text_of(at.markdown)
+    assert len(specs(at)) == 5  # the similarity matrix and its row appear
 
 
 def test_positions_rope_controls_and_the_length_reveal(app):
     at = app(POSITIONS)
-    before = specs(at)[2]
+    at = reveal(at, "predict_length", "the same length")
+    ok(at)
+    assert "**Right.**" in text_of(at.markdown) and "max |R(nθ)·before − after|" in text_of(at.caption)
+    before = spec(at, "rope_chart")
     at.selectbox(key="rope_layer").set_value(1)
     at.selectbox(key="rope_head").set_value(1)
     at.slider(key="rope_pair").set_value(3)
     at.radio(key="rope_which").set_value("k").run()
     ok(at)
-    assert specs(at)[2] != before and shows(specs(at)[2], "pair 3")
-    at = reveal(at, "predict_length", "the same length")
-    ok(at)
-    assert "The same length." in text_of(at.markdown)
+    assert not any(c.key == "rope_chart" for c in at.get("plotly_chart"))  # another question, hidden again
+    at = reveal(at, "predict_length")
+    assert spec(at, "rope_chart") != before and shows(spec(at, "rope_chart"), "pair 3")
     at.text_area(key="text").set_value("mary found the key").run()
     ok(at)
 
@@ -110,7 +116,7 @@ def test_positions_empty_text_is_an_error_and_the_other_sections_still_run(app):
     at.text_area(key="text").set_value("  ").run()
     assert not at.exception
     assert "empty" in at.error[0].value
-    assert len(specs(at)) == 4  # every chart but the RoPE pair
+    assert len(specs(at)) == 3  # the table and the biases (the similarity waits for its reveal)
 
 
 def test_positions_biases_alibi_and_relative(app):
@@ -121,10 +127,10 @@ def test_positions_biases_alibi_and_relative(app):
     ok(at)
     caption = "The trained biases of **lm-relative**, layer 0 (the sidebar model, lm-rope, has none)"
     assert caption in text_of(at.caption)
-    before = specs(at)[3]
+    before = spec(at, "bias_chart")
     at.selectbox(key="bias_layer").set_value(1).run()
     ok(at)
-    assert specs(at)[3] != before
+    assert spec(at, "bias_chart") != before
 
 
 def test_positions_without_a_relative_model_says_so(tmp_path, monkeypatch):
@@ -140,23 +146,25 @@ def test_positions_permutation_reveals(app):
     at = app(POSITIONS)
     at = reveal(at, "predict_no_mask", "yes, the same")
     ok(at)
-    assert "are the same up to permutation" in text_of(at.markdown)
+    assert "are the same up to permutation" in text_of(at.markdown) and "**Right.**" in text_of(at.markdown)
+    grid = spec(at, "permutation_no_mask_chart")
+    assert shows(grid, "no mask · no position encoding: same up to permutation") and not shows(grid, "causal")
     at = reveal(at, "predict_causal", "yes, the representations differ")
     ok(at)
     assert "the mask itself leaks position" in text_of(at.markdown)
-    grid = specs(at)[-1]
-    assert shows(grid, "no mask · no position encoding: same up to permutation")
+    grid = spec(at, "permutation_chart")
     assert shows(grid, "causal mask · no position encoding: differs") and shows(grid, "rope: differs")
+    assert not shows(grid, "no mask")
 
 
 def test_positions_permutation_on_a_model_without_an_encoding_and_bad_input(app):
     at = app(POSITIONS, model="lm-none")
     at = reveal(at, "predict_causal")
     ok(at)
-    assert shows(specs(at)[-1], "sinusoidal (switched on: not trained with it)")
+    assert shows(spec(at, "permutation_chart"), "sinusoidal (switched on: not trained with it)")
     at.text_input(key="perm_b").set_value("the dog chases the cat .").run()  # the same order: nothing differs
     ok(at)
-    assert "**Not for these two texts**" in text_of(at.markdown)
+    assert "these two texts are in the same order" in text_of(at.markdown)
     at.text_input(key="perm_b").set_value("the cat chases a dog .").run()
     assert not at.exception
     assert "same tokens" in at.error[0].value
@@ -229,11 +237,13 @@ def test_switched_cells_change_the_pattern_and_an_empty_row_is_warned(app, causa
     at.text_input(key="cells").set_value("1:0 1:1").run()
     ok(at)
     assert "Query 1 (the) may attend to **no key**" in at.warning[0].value
+    assert not any(c.key == "masked_pattern_chart" for c in at.get("plotly_chart"))  # it would answer the prompt
     at = reveal(at, "predict_empty_row", "all zeros")
-    assert "A row of zeros." in text_of(at.markdown)
+    assert "gets a row summing to **0**" in text_of(at.markdown) and "**Right.**" in text_of(at.markdown)
+    assert "its attention row is all zeros" in at.warning[0].value
     at.text_input(key="cells").set_value("3-1").run()
     assert not at.exception and "query:key" in at.error[0].value
-    assert len(specs(at)) == 3  # a bad edit is ignored, the preset still runs
+    assert len(specs(at)) == 4  # a bad edit is ignored, the preset still runs (and the reveal empties a row itself)
 
 
 def test_masks_layer_and_head_choose_the_pattern(app):
