@@ -318,15 +318,16 @@ def literal(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
 
 
-def predict_then_reveal(key: str, question: str, options: list[str] | None, reveal) -> bool:
+def predict_then_reveal(key: str, question: str, options: list[str] | None, reveal, about: str = "") -> bool:
     """A "predict, then reveal" prompt: the class answers `question` (one of `options`, or free text when None),
     then the Reveal button calls `reveal(prediction)` to draw, in the prompt's box, the graded answer measured on
     this run (see `show_grade`). Returns whether it is revealed: whatever else on the page answers the question is
     drawn only then (`until_revealed`). The prediction is bound to the URL under `key`; the reveal is per session
-    (a shared link starts unrevealed) and holds for this question only: when the question changes (another token,
-    head or sentence named in it), the prompt is hidden again."""
+    (a shared link starts unrevealed) and holds for this question only: when the question changes (another token or
+    head named in it, or another text `about` which it is asked), the prompt is hidden again."""
     shown = f"{key}__revealed"  # holds the question that was revealed
-    if st.session_state.get(shown) not in (None, question):
+    asked = f"{question}\n{about}"
+    if st.session_state.get(shown) not in (None, asked):
         del st.session_state[shown]
     with st.container(border=True):
         st.markdown(f":material/psychology_alt: **Predict:** {question}")
@@ -337,7 +338,7 @@ def predict_then_reveal(key: str, question: str, options: list[str] | None, reve
             prediction = st.radio("Your prediction", options, index=None, key=key, bind=BIND, horizontal=True,
                                   label_visibility="collapsed")
         # on_click runs before the rerun it starts, so content above the prompt that answers it appears at once
-        st.button("Reveal", key=f"{key}__reveal", icon=":material/visibility:", on_click=_reveal, args=(shown, question))
+        st.button("Reveal", key=f"{key}__reveal", icon=":material/visibility:", on_click=_reveal, args=(shown, asked))
         if revealed(key):
             reveal(prediction)
     return revealed(key)

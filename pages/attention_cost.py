@@ -136,12 +136,13 @@ def comparison_section() -> None:
     cards = text_cards()
     card = model_picker(cards)
     notation = notation_switch()
-    _, recording = typed_text_recording(card)
+    text, recording = typed_text_recording(card)
     cfg = recording.config
     layer, head = layer_head_picker(cfg.n_layers, cfg.n_heads)
     comparison = compare_on_recording(recording, layer, head)
     predict_then_reveal("predict_same", "On the same queries, keys and values, linear attention's output is…",
-                        SAME_OPTIONS, lambda prediction: reveal_comparison(comparison, recording, notation, prediction))
+                        SAME_OPTIONS, lambda prediction: reveal_comparison(comparison, recording, notation, prediction),
+                        about=f"{card.name}\n{text}\nL{layer} H{head}")
 
 
 def reveal_comparison(comparison: KernelComparison, recording, notation: str, prediction: str | None) -> None:

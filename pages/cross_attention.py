@@ -187,11 +187,12 @@ def generated_line(run: TranslationRun) -> str:
     return f"**The model, free (greedy) generation:** {shown}"
 
 
-def free_prompt(run: TranslationRun) -> None:
+def free_prompt(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard) -> None:
     """Predict, then reveal: does free generation write the reference word for word?"""
     if run.reference is not None:
         predict_then_reveal("predict_free", "Will free generation write the reference word for word on this "
-                            "sentence?", FREE_OPTIONS, lambda prediction: reveal_free(run, prediction))
+                            "sentence?", FREE_OPTIONS, lambda prediction: reveal_free(run, prediction),
+                            about=f"{card.name}\n{' '.join(source.words)}")
 
 
 def hides_free_generation(run: TranslationRun) -> bool:
@@ -288,7 +289,9 @@ def alignment_prompt(source: SourceSentence, run: TranslationRun, card: Seq2SeqC
     predict_then_reveal(
         "predict_align", f"{why} At step {step} the decoder writes `{word}`. Which English word will cross-attention "
                          f"head L{layer} H{head} (the best-aligned head on held-out sentences) weigh most?",
-        alignment_options(source), lambda prediction: reveal_alignment(recording, layer, head, step, source, prediction))
+        alignment_options(source),
+        lambda prediction: reveal_alignment(recording, layer, head, step, source, prediction),
+        about=f"{card.name}\n{' '.join(source.words)}")
 
 
 def comparison_section(run: TranslationRun) -> None:
@@ -393,7 +396,7 @@ if isinstance(result, str):
     st.stop()
 source, run = result
 summary(source, run)
-free_prompt(run)
+free_prompt(source, run, card)
 alignment_prompt(source, run, card)
 dec_layer, dec_head = cross_section(source, run, card, notation)
 comparison_section(run)

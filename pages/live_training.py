@@ -411,8 +411,8 @@ def reveal_warmup(prediction: str | None) -> None:
     steps = min(without.steps_done, with_.steps_done)
     loss_without, loss_with = final_loss(without.history["loss"], steps), final_loss(with_.history["loss"], steps)
     show_grade(prediction, loss_comparison(loss_without, loss_with, WARMUP_OPTIONS),
-               f"after {steps} steps your post-LN run without a warm-up is at loss **{loss_without:.2f}**, the one with "
-               f"{with_.spec.warmup} warm-up steps at **{loss_with:.2f}** (mean of the last 25 steps; lr "
+               f"after {steps} steps your post-LN run without a warm-up is at loss **{loss_without:.2f}**, the one "
+               f"with {with_.spec.warmup} warm-up steps at **{loss_with:.2f}** (mean of the last 25 steps; lr "
                f"{without.spec.learning_rate:g} and {with_.spec.learning_rate:g})")
     st.markdown("Why: Adam's first updates move every weight by about the learning rate, whatever the size of its "
                 "gradient, until its running averages settle. Post-LN puts a TokenNorm after every residual addition, "

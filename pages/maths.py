@@ -147,7 +147,7 @@ def reveal_top(prediction: str | None) -> None:
 
 visible = [labels[i] for i in np.flatnonzero(np.isfinite(this.steps["scores"].value[:, token]))]
 predict_then_reveal("predict_top", f"Which key n′ will query n = {labels[token]} weight most in head {head} of "
-                    f"layer {layer}?", visible, reveal_top)
+                    f"layer {layer}?", visible, reveal_top, about=f"{card.name}\n{text}")
 if "position bias" in this.steps:
     st.markdown(f"This model adds a **{recording.meta.get('pe')} position bias** to every score.")
     show_step(this.steps["position bias"], "bias", labels, token, labels, "key n′")

@@ -148,13 +148,13 @@ def rope_section(card) -> None:
     def reveal(prediction: str | None) -> None:
         lengths = np.linalg.norm(rotation.before, axis=1)
         show_grade(prediction, length_change(rotation.before, rotation.after, LENGTH_OPTIONS),
-                   f"the largest change of any of the {len(tokens)} arrows' lengths is **{rotation.length_change:.1e}** "
-                   f"(they are {lengths.min():.3g} to {lengths.max():.3g} long)")
+                   f"the largest change of any of the {len(tokens)} arrows' lengths is "
+                   f"**{rotation.length_change:.1e}** (they are {lengths.min():.3g} to {lengths.max():.3g} long)")
         st.markdown("A rotation keeps lengths: below 1e-5 is float rounding. Only the direction carries the position.")
 
     predict_then_reveal("predict_length", f"Does RoPE make a token's arrow (layer {layer}, head {head}, pair {pair} "
                         f"of the {'queries' if which == 'q' else 'keys'}) longer, shorter, or keep its length?",
-                        LENGTH_OPTIONS, reveal)
+                        LENGTH_OPTIONS, reveal, about=f"{card.name}\n{text}")
     if not until_revealed("predict_length", "The arrows before and after RoPE"):
         return
     col_figure, col_notes = st.columns([3, 2])
@@ -253,7 +253,8 @@ def permutation_section(card) -> None:
         grid(["none"], "permutation_no_mask_chart")
 
     predict_then_reveal("predict_no_mask", "With no position encoding and no mask, does each token of text B get the "
-                        "same representation as the same token of text A?", NO_MASK_OPTIONS, reveal_no_mask)
+                        "same representation as the same token of text A?", NO_MASK_OPTIONS, reveal_no_mask,
+                        about=f"{card.name}\n{text_a}\n{text_b}")
 
     def reveal_causal(prediction: str | None) -> None:
         causal = by_condition[("causal", False)]
@@ -266,7 +267,8 @@ def permutation_section(card) -> None:
         grid(["causal"], "permutation_chart")
 
     predict_then_reveal("predict_causal", "No position encoding, but a causal mask: does the mask alone tell the model "
-                        "about order?", CAUSAL_OPTIONS, reveal_causal)
+                        "about order?", CAUSAL_OPTIONS, reveal_causal,
+                        about=f"{card.name}\n{text_a}\n{text_b}")
 
 
 def short_text_models(cards) -> dict[str, object]:

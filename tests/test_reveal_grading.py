@@ -86,7 +86,8 @@ def test_a_rotation_keeps_lengths_and_a_scaling_does_not():
 
 def test_the_step_a_pattern_formed_at():
     options = ["≤100", "≤500", ">500", "never"]
-    assert [p.growth_step(s, True, (100, 500), options) for s in (40, 100, 101, 690)] == ["≤100", "≤100", "≤500", ">500"]
+    assert [p.growth_step(s, True, (100, 500), options) for s in (40, 100, 101, 690)] == \
+        ["≤100", "≤100", "≤500", ">500"]
     assert p.growth_step(None, True, (100, 500), options) == "never"
     assert p.growth_step(None, False, (100, 500), options) is None  # still training: not decided
 
