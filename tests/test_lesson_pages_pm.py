@@ -164,6 +164,8 @@ def test_positions_permutation_on_a_model_without_an_encoding_and_bad_input(app)
     assert shows(spec(at, "permutation_chart"), "sinusoidal (switched on: not trained with it)")
     at.text_input(key="perm_b").set_value("the dog chases the cat .").run()  # the same order: nothing differs
     ok(at)
+    assert "permutation_chart" not in {c.key for c in at.get("plotly_chart")}  # other texts: asked afresh
+    at = reveal(at, "predict_causal")
     assert "these two texts are in the same order" in text_of(at.markdown)
     at.text_input(key="perm_b").set_value("the cat chases a dog .").run()
     assert not at.exception

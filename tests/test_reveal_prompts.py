@@ -5,7 +5,6 @@ prediction and the value measured on this run, recomputed here from core/ on the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from conftest import PAGES, ok
+from conftest import PAGES, figures, ok, shows
 from core import position_lab as lab
 from core import registry
 from core.data.translation import read_source, vocabularies
@@ -64,15 +63,6 @@ def page_text(at: AppTest) -> str:
 def chart_keys(at: AppTest) -> set[str]:
     """The user keys of the plotly charts drawn (an element id ends with its key)."""
     return {key for chart in at.get("plotly_chart") for key in KNOWN_CHARTS if chart.proto.id.endswith(key)}
-
-
-def chart_titles(at: AppTest) -> list[str]:
-    """The titles of the plotly charts, read from their specs as dicts."""
-    titles = []
-    for chart in at.get("plotly_chart"):
-        title = json.loads(chart.proto.spec)["layout"].get("title", {})
-        titles.append(title.get("text", "") if isinstance(title, dict) else str(title))
-    return titles
 
 
 def table_columns(at: AppTest) -> set[str]:
@@ -294,7 +284,7 @@ def test_the_cross_attention_of_free_generation_waits_for_both_prompts(app, dirs
     at.button(key="predict_align__reveal").click().run()
     ok(at)
     assert "cross_forced" in chart_keys(at) and "cross_free" not in chart_keys(at)
-    assert not any("free generation: reads its own words" in title for title in chart_titles(at))
+    assert not any(shows(fig, "free generation: reads its own words") for fig in figures(at))
     at.button(key="predict_free__reveal").click().run()
     ok(at)
     assert {"cross_forced", "cross_free", "decoder_free"} <= chart_keys(at)
