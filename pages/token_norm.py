@@ -116,8 +116,7 @@ st.caption(f"Showing **{where}** of {card.name} on {len(tokens)} tokens (with [B
 
 predict_then_reveal("predict_standardised", "After TokenNorm (before γ and β), what are the mean and the standard "
                     "deviation of each token's vector?", STANDARDISED_OPTIONS,
-                    lambda prediction: reveal_standardised(view.standardized, prediction),
-                    about=f"{card.name}\n{text}\n{where}")
+                    lambda prediction: reveal_standardised(view.standardized, prediction))
 
 # --- every token's statistics -----------------------------------------------------------------------------
 st.subheader("What TokenNorm removes from each token")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from core.figures.stream import logit_lens_heatmap, norm_axes_figure
 from core.lens import batchnorm_statistics, tokennorm_statistics
@@ -21,17 +22,24 @@ RESIDUAL = str(ROOT / "pages" / "residual_stream.py")
 # TokenNorm page
 # ---------------------------------------------------------------------------------------------------------
 
+def revealed(at: AppTest) -> AppTest:
+    """The page after Reveal: one token through TokenNorm and figure 5 would answer its prompt, so they wait."""
+    return at.button(key="predict_standardised__reveal").click().run()
+
+
 def test_token_norm_page_renders_its_charts(app):
     at = app(TOKEN_NORM)
     ok(at)
-    assert len(charts(at)) == 3  # statistics, one token, figure 5
+    assert len(charts(at)) == 1  # statistics; one token and figure 5 wait for the reveal
+    at = revealed(at)
+    assert len(charts(at)) == 3
     assert at.radio(key="norm").value == "ln1" and at.radio(key="layer").value == 0
     assert len(at.get("download_button")) == 1
     assert "12 tokens" in " ".join(c.value for c in at.caption)
 
 
 def test_token_norm_page_follows_layer_site_token_and_notation(app):
-    at = app(TOKEN_NORM)
+    at = revealed(app(TOKEN_NORM))
     before = figure(charts(at)[1])
     at.radio(key="layer").set_value(1).run()
     ok(at)
@@ -56,7 +64,7 @@ def test_token_norm_page_on_a_post_ln_model_has_no_final_norm(app):
 
 
 def test_token_norm_page_reads_the_url(app):
-    at = app(TOKEN_NORM, layer="L1", norm="ln2", token="2: keys", feature="5")
+    at = revealed(app(TOKEN_NORM, layer="L1", norm="ln2", token="2: keys", feature="5"))
     ok(at)
     assert (at.radio(key="layer").value, at.radio(key="norm").value, at.selectbox(key="token").value,
             at.number_input(key="feature").value) == (1, "ln2", 2, 5)
