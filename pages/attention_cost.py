@@ -95,7 +95,7 @@ def measurement_section() -> None:
         st.markdown("Softmax attention builds an N×N matrix of scores (seed 003, Algorithm 1): 4× the entries when N "
                     "doubles, so time and memory grow as **N²** (Theorem 9.1) and ×4 is the answer in the limit; at "
                     "small N fixed overheads make it less, at large N the memory traffic can make it more. Linear "
-                    "attention never forms an N×N matrix: it grows as **N**.")
+                    "attention never forms an N×N matrix: in the limit it grows as **N**.")
         st.latex(r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{K}}\right)V \ O(N^2 K) \qquad\qquad "
                  r"\frac{\phi(Q)\,\big(\phi(K)^{\top} V\big)}{\phi(Q)\,\phi(K)^{\top}\mathbf 1}\ O(N K^2)")
 

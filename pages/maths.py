@@ -28,6 +28,8 @@ from pages._common import (BIND, Setting, chart, get_model, get_recording, layer
                            text_cards, typed_text_recording, until_revealed)
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
+FORM_TITLES = {"multi-head sum": "The paper: a sum over the heads",  # step -> title (core's would answer the prompt)
+               "concat then project": "Most code: concatenate, then project"}
 CLOSE = 0.01  # the two forms "close" up to 1 % of Y's largest entry
 HIDDEN = ("mlp hidden", "mlp activation")  # steps whose rows are the MLP's hidden units, not the D features
 
@@ -186,11 +188,10 @@ with col_out:
 # --- 5. multi-head -------------------------------------------------------------------------------------------
 st.header("5 · All heads: Σ_h V_h X A_h, or concatenate, then project?")
 col_sum, col_concat = st.columns(2)
-for column, name in ((col_sum, "multi-head sum"), (col_concat, "concat then project")):
+for column, (name, title) in zip((col_sum, col_concat), FORM_TITLES.items()):
     with column:
-        step = maths.steps[name]
-        st.markdown(f"**{step.title}**")
-        st.latex(step.latex)
+        st.markdown(f"**{title}**")
+        st.latex(maths.steps[name].latex)
 st.caption("Below: Y, computed the paper's way and compared with the model's own attention output.")
 
 

@@ -29,10 +29,22 @@ def chart_titles(page) -> list[str]:
     return page.locator(f"{CHART} .gtitle").all_text_contents()
 
 
+def reveal_both(page) -> None:
+    """Click Reveal on the two prompts: the charts that answer them wait for it."""
+    for question in ("Will free generation write the reference", "Which English word will cross-attention"):
+        box = page.get_by_test_id("stVerticalBlock").filter(has_text=question).last  # the innermost: the box
+        box.get_by_role("button", name="Reveal").click()
+        wait_idle(page)
+
+
 def test_encoder_decoder_page_in_the_browser(server, page, shoot):
     page.goto(f"{server}/cross_attention")
+    charts_drawn(page, 2)  # the decoder's self-attention on the reference, and the encoder's
+    assert page.locator(CHART).count() == 2 and page.get_by_text("The model, free (greedy) generation").count() == 0
+    shoot(page, "cross_attention_0_before_reveal")
+    reveal_both(page)
     charts_drawn(page, 5)
-    assert page.get_by_text("Free generation writes the reference word for word.").count() == 1
+    assert page.get_by_text("measured: free generation writes the reference word for word").count() == 1
     assert page.locator(f"{CHART} .legendtext").filter(has_text="true alignment").count() == 2
     shoot(page, "cross_attention_1_default")
 
@@ -53,6 +65,8 @@ def test_encoder_decoder_page_in_the_browser(server, page, shoot):
     # a sentence longer than any trained noun phrase: the page says whether free generation holds on
     page.get_by_role("button", name="three adjectives (never trained on)").click()
     page.wait_for_function("() => location.search.includes('source=')")
+    charts_drawn(page, 2)
+    reveal_both(page)  # another sentence: asked afresh
     charts_drawn(page, 5)
     assert "tiny old red key" in page.get_by_role("textbox", name="English sentence (the source)").input_value()
     shoot(page, "cross_attention_2_three_adjectives")

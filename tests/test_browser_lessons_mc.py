@@ -52,10 +52,15 @@ def test_maths_page_in_the_browser(server, page, shoot):
 def test_cost_page_in_the_browser(server, page, shoot):
     load(page, f"{server}/attention_cost?max_n=256", 0)
     page.get_by_role("button", name="Measure on this machine").click()
+    page.get_by_text("the chart and the table of times: shown when you reveal").wait_for()
+    wait_idle(page)
+    assert page.locator(CHART).count() == 0 and page.get_by_text("time slope").count() == 0
+    shoot(page, "cost_0_measured_not_revealed")
+    page.get_by_role("button", name="Reveal").nth(0).click()  # when N doubles…
     page.get_by_text("time slope").wait_for()
     wait_for_chart_text(page, "slope 2")
     wait_idle(page)
-    assert page.locator(ERROR).count() == 0
+    assert page.locator(ERROR).count() == 0 and page.get_by_text("softmax attention's time grew").count() == 1
     first = chart_text(page, 0)
     shoot(page, "cost_1_measured")
     page.get_by_text("Causal", exact=True).click()  # the toggle: another setting, measured anew

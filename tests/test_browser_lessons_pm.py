@@ -31,7 +31,7 @@ def reveal(page, question: str) -> None:
 
 
 def test_positions_page_in_the_browser(server, page, shoot):
-    load(page, f"{server}/positions_lab", 5)
+    load(page, f"{server}/positions_lab", 3)  # the similarity and the RoPE arrows wait for their reveals
     assert chart_title(page, 0).startswith("sinusoidal")
     shoot(page, "positions_1_default")
 
