@@ -78,11 +78,13 @@ def empty_row(rows: np.ndarray, options: Sequence[str]) -> str:
     return options[0] if np.allclose(rows, 1 / rows.shape[-1], atol=1e-6) else options[2]
 
 
-def standardised(means: np.ndarray, stds: np.ndarray, options: Sequence[str], tolerance: float = 1e-2) -> str:
+def standardised(means: np.ndarray, stds: np.ndarray, options: Sequence[str], expected_stds: np.ndarray | float = 1.0,
+                 tolerance: float = 1e-3) -> str:
     """options = (mean 0 and std 1 for every token, they still differ, mean 0 but the std differs), from every
-    token's mean and std after standardising. A std a hair under 1 (ε in √(var + ε)) is within `tolerance`."""
+    token's mean and std after standardising. `expected_stds`: what std 1 comes to with ε, √var / √(var + ε) per
+    token (a hair under 1, or visibly under it for a vector whose var is near ε)."""
     zero_mean = bool(np.all(np.abs(means) < tolerance))
-    unit_std = bool(np.all(np.abs(np.asarray(stds) - 1) < tolerance))
+    unit_std = bool(np.all(np.abs(np.asarray(stds) - expected_stds) < tolerance))
     return options[0] if zero_mean and unit_std else options[2] if zero_mean else options[1]
 
 

@@ -55,16 +55,22 @@ def long_csv(view, tokens, setting_label: str) -> str:
     return f"# {setting_label}\n" + frame.to_csv(index=False, float_format="%.6g")
 
 
-def reveal_standardised(standardized: np.ndarray, prediction: str | None) -> None:
-    """The mean and std of every token's standardised vector, as the model computed them (before γ, β), graded."""
-    stats = tokennorm_statistics(standardized)
-    show_grade(prediction, standardised(stats.mean, stats.std, STANDARDISED_OPTIONS),
-               f"over the {len(stats.mean)} tokens the standardised vectors' means run from **{stats.mean.min():.1e}** "
-               f"to **{stats.mean.max():.1e}** and their standard deviations from **{stats.std.min():.4f}** to "
-               f"**{stats.std.max():.4f}**")
+def reveal_standardised(view, prediction: str | None) -> None:
+    """The mean and std of every token's standardised vector, as the model computed them (before γ, β), graded
+    against std 1 as ε leaves it: √var / √(var + ε)."""
+    means, stds = view.standardized.mean(axis=1), view.standardized.std(axis=1)
+    with_eps = view.before.std(axis=1) / view.std  # view.std is √(var + ε), what the model divides by
+    show_grade(prediction, standardised(means, stds, STANDARDISED_OPTIONS, with_eps),
+               f"over the {len(means)} tokens the standardised vectors' means run from **{means.min():.1e}** to "
+               f"**{means.max():.1e}** and their standard deviations from **{stds.min():.4f}** to "
+               f"**{stds.max():.4f}**")
     st.markdown("TokenNorm takes each token's own mean away and divides by its own standard deviation, so every "
-                "token ends with mean 0 and std 1 however large it was before (a hair under 1: ε in √(var + ε)). "
-                "γ and β then scale and shift each feature, the same for every token.")
+                "token ends with mean 0 and std 1 however large it was before. γ and β then scale and shift each "
+                "feature, the same for every token.")
+    if with_eps.min() < 0.999:
+        st.markdown(f"Here the std falls short of 1 because these vectors are small (std {view.std.min():.3g} to "
+                    f"{view.std.max():.3g} before): ε in √(var + ε) is not negligible next to their variance, and "
+                    f"√var / √(var + ε) predicts {with_eps.min():.4f} to {with_eps.max():.4f}, as measured.")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -116,7 +122,7 @@ st.caption(f"Showing **{where}** of {card.name} on {len(tokens)} tokens (with [B
 
 predict_then_reveal("predict_standardised", "After TokenNorm (before γ and β), what are the mean and the standard "
                     "deviation of each token's vector?", STANDARDISED_OPTIONS,
-                    lambda prediction: reveal_standardised(view.standardized, prediction))
+                    lambda prediction: reveal_standardised(view, prediction))
 
 # --- every token's statistics -----------------------------------------------------------------------------
 st.subheader("What TokenNorm removes from each token")

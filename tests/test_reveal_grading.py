@@ -57,7 +57,11 @@ def test_standardised_statistics():
     rng = np.random.default_rng(0)
     x = rng.normal(3, 5, (6, 32))
     z = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
-    assert p.standardised(z.mean(1), z.std(1), options) == "0 and 1"
+    assert p.standardised(z.mean(1), z.std(1), options, np.sqrt(x.var(1) / (x.var(1) + 1e-5))) == "0 and 1"
+    small = x * 1e-3  # a variance near ε: the std after standardising falls visibly short of 1, as ε predicts
+    z = (small - small.mean(1, keepdims=True)) / np.sqrt(small.var(1, keepdims=True) + 1e-5)
+    assert p.standardised(z.mean(1), z.std(1), options) == "0, std differs"
+    assert p.standardised(z.mean(1), z.std(1), options, np.sqrt(small.var(1) / (small.var(1) + 1e-5))) == "0 and 1"
     assert p.standardised(x.mean(1), x.std(1), options) == "differ"
     centred = x - x.mean(1, keepdims=True)
     assert p.standardised(centred.mean(1), centred.std(1), options) == "0, std differs"

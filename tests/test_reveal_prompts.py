@@ -20,7 +20,7 @@ from core import registry
 from core.data.translation import read_source, vocabularies
 from core.figures.maths import token_axis_labels
 from core.generation import Sampling, cache_check, generate
-from core.lens import token_norm_view, tokennorm_statistics
+from core.lens import token_norm_view
 from core.linear_attention import compare_on_recording
 from core.maths import layer_maths
 from core.masks import MaskPreset, flip_cells
@@ -122,8 +122,8 @@ def linear_vs_softmax(dirs) -> str:
 
 def standardised_spread(dirs) -> str:
     view = token_norm_view(recording(dirs), model(dirs)[0], 0, "ln1")
-    stats = tokennorm_statistics(view.standardized)
-    return f"from **{stats.std.min():.4f}** to **{stats.std.max():.4f}**"
+    stds = view.standardized.std(axis=1)
+    return f"from **{stds.min():.4f}** to **{stds.max():.4f}**"
 
 
 def empty_row_sum(dirs) -> str:
@@ -208,7 +208,8 @@ PROMPTS = [
     Prompt("cost: linear vs softmax", COST, "predict_same", "exactly the same", linear_vs_softmax,
            charts=("softmax_chart", "linear_chart", "cosine_chart"), texts=("‖linear − softmax‖ / ‖softmax‖",)),
     Prompt("tokennorm: standardised", NORM, "predict_standardised", "they still differ from token to token",
-           standardised_spread, charts=("token_chart", "fig5_chart"), texts=("ends with mean 0",)),
+           standardised_spread, charts=("token_chart", "fig5_chart"), texts=("ends with mean 0",),
+           answer="mean 0 and std 1, for every token"),
     Prompt("masks: an empty row", MASKS, "predict_empty_row", "uniform weights", empty_row_sum,
            charts=("masked_pattern_chart",), texts=("row is all zeros",), answer="all zeros",
            params=dict(cells="1:0 1:1", n_new="2")),
