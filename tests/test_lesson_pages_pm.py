@@ -72,7 +72,8 @@ def test_positions_page_renders_every_section(app):
     assert len(specs(at)) == 3  # table, biases, biases by offset; the similarity and RoPE pair wait for a reveal
     assert at.radio(key="encoding").options == ["sinusoidal", "rope"]  # lm-rope has no learned table
     assert [b.key for b in at.button] == ["predict_similar__reveal", "predict_length__reveal",
-                                          "predict_no_mask__reveal", "predict_causal__reveal"]
+                                          "predict_no_mask__reveal", "predict_causal__reveal",
+                                          "predict_extrapolation__reveal"]
 
 
 def test_positions_tables_follow_encoding_positions_and_reveal_the_neighbours(app):
