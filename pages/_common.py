@@ -213,6 +213,34 @@ def trained_alternative(cards: list[ModelCard], current: ModelCard, pe: str | No
     return max(candidates, key=closeness)
 
 
+def chosen_setting(cards: list[ModelCard], card: ModelCard, mask: str | None, pe: str | None, window: int,
+                   stride: int, trained: bool) -> tuple[Setting, str | None]:
+    """What to run for a mask and/or position encoding chosen on `card` (None: its own), and the one line saying
+    so (None when nothing changed). As an ablation: `card` with them. As a trained model: the bundled model
+    trained with both; else the one trained with the encoding, the mask applied to it as an ablation (an encoding
+    with trained parameters cannot be ablated onto a model that lacks them); else `card` with the mask ablated.
+    A mask chosen by name is kept when the model changes, even if it is `card`'s own."""
+    pe = None if pe == card.config.pos_encoding else pe
+    own_mask = mask == card.config.mask and mask not in ("window", "strided")
+    if not trained or pe is None and (mask is None or own_mask):
+        return Setting(card.name, None if own_mask else mask, window, stride, pe), None
+    both = trained_alternative(cards, card, pe=pe, mask=mask)
+    if both is not None:
+        return (Setting(both.name, window=both.config.window, stride=both.config.stride),
+                f"Showing **{both.name}**, the bundled model trained with mask {both.config.mask} and encoding "
+                f"{both.config.pos_encoding} (the sidebar model is {card.name}).")
+    base = card if pe is None else trained_alternative(cards, card, pe=pe)
+    if base is None:  # only from a hand-made link: the toggle offers the encodings some model was trained with
+        return (Setting(card.name, mask, window, stride, pe),
+                f"No bundled model was trained with encoding {pe}, so it is applied to {card.name} as an ablation.")
+    ablated = Setting(base.name, mask, window, stride)  # `both` found none: base was not trained with this mask
+    if base.name == card.name:
+        return ablated, (f"No bundled model was trained with mask {mask}, so it is applied to {card.name} as an "
+                         "ablation.")
+    return ablated, (f"Showing **{base.name}** (trained with encoding {pe}) with mask {mask} as an ablation: no "
+                     f"bundled model was trained with both (the sidebar model is {card.name}).")
+
+
 def ablation_encodings(card: ModelCard) -> list[str]:
     """Encodings the model can be run with: its own and every parameter-free one."""
     own = card.config.pos_encoding

@@ -28,8 +28,8 @@ from core.figures.images import (attention_overlay, attention_small_multiples, c
 from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image  # noqa: E402
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
-from pages._common import (APPLY_LABELS, BIND, OWN, get_model, model_cards, model_label, models_dir,  # noqa: E402
-                           notation_switch, show_input_error, trained_alternative)
+from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, model_cards, model_label,  # noqa: E402
+                           models_dir, notation_switch, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -210,14 +210,9 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
     choice = None if pe in (OWN, None) or pe == cfg.pos_encoding else pe
     if choice is None:
         return card.name, None, []
-    if apply == "trained model":
-        alternative = trained_alternative(cards, card, pe=choice)
-        if alternative is not None:
-            return alternative.name, None, [
-                f"Showing **{alternative.name}**, the bundled model trained with encoding "
-                f"{alternative.config.pos_encoding} (the sidebar model is {card.name})."]
-        note = "No bundled model was trained with this choice, so it is applied to the current model as an ablation."
-        return card.name, choice, [note]
+    setting, note = chosen_setting(cards, card, None, choice, cfg.window, cfg.stride, apply == "trained model")
+    if note:
+        return setting.model, setting.pe, [note]
     return card.name, choice, [f"Ablation: {card.name} was trained with {cfg.pos_encoding} positions and is now run "
                                f"with **{choice}** — the same weights, e_n replaced."]
 

@@ -30,8 +30,8 @@ from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, or
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           get_recording, layer_head_picker, model_picker, notation_switch, presenter_mode,
-                           show_input_error, text_cards, trained_alternative, trained_encodings, unknown_warning)
+                           chosen_setting, get_recording, layer_head_picker, model_picker, notation_switch,
+                           presenter_mode, show_input_error, text_cards, trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -91,20 +91,10 @@ def toggles(card, cards) -> tuple[Setting, Setting, bool, list[str]]:
                           key="pe", bind=BIND,
                           help="Ablation offers the parameter-free encodings (any model can run them); "
                                "'switch' offers the encodings some bundled model was trained with.")
-    mask_choice = None if mask in (OWN, None) or mask == cfg.mask and mask not in ("window", "strided") else mask
-    pe_choice = None if pe in (OWN, None) or pe == cfg.pos_encoding else pe
-    notes = []
-    chosen = Setting(card.name, mask_choice, window, stride, pe_choice)
-    if apply == "trained model" and (mask_choice or pe_choice):
-        alternative = trained_alternative(cards, card, pe=pe_choice, mask=mask_choice)
-        if alternative is None:
-            notes.append("No bundled model was trained with this choice, so it is applied to the current model "
-                         "as an ablation instead.")
-        else:
-            chosen = Setting(alternative.name, window=alternative.config.window, stride=alternative.config.stride)
-            acfg = alternative.config
-            notes.append(f"Showing **{alternative.name}**, the bundled model trained with mask {acfg.mask} and "
-                         f"encoding {acfg.pos_encoding} (the sidebar model is {card.name}).")
+    mask_choice = None if mask in (OWN, None) else mask
+    chosen, note = chosen_setting(cards, card, mask_choice, None if pe in (OWN, None) else pe, window, stride,
+                                  apply == "trained model")
+    notes = [note] if note else []
     if mask_choice == "window":
         notes.append(f"Window mask: each query sees {'the w most recent tokens' if cfg.is_causal else 'keys less than w away'}"
                      f" (w = {window}).")

@@ -188,9 +188,10 @@ def test_trained_model_mode_switches_to_the_bundled_model(app):
     app.selectbox(key="pe").select("sinusoidal").run()
     assert_ok(app)
     assert "lm-sinusoidal" in " ".join(i.value for i in app.info)
-    app.selectbox(key="mask").select("window").run()  # no bundled model: falls back to the ablation
+    app.selectbox(key="mask").select("window").run()  # no model trained with both: lm-sinusoidal, window ablated
     assert_ok(app)
-    assert "No bundled model" in " ".join(i.value for i in app.info)
+    notes = [i.value for i in app.info if i.value.startswith(("Showing", "No bundled"))]
+    assert len(notes) == 1 and notes[0].startswith("Showing **lm-sinusoidal**") and "mask window" in notes[0]
 
 
 def test_compare_mode_shows_both_settings_and_their_difference(app):
