@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -291,14 +292,43 @@ def notation_switch() -> str:
     return notation or "common"
 
 
+def keep_in_range(key: str, low: int, high: int, what: str) -> None:
+    """Call just before drawing the URL-bound input `key` whose values, low…high, depend on the model or the text
+    (a slider, a number input, a picker of layers, heads, tokens, positions): a value out of range, left by
+    another model or given by a link, is replaced by the nearest valid one, with a note. Streamlit would raise
+    on a slider's stale value ("The value 99 is greater than the max_value 32") and drop a link's silently."""
+    resync = f"_{key}__replaced"
+    if st.session_state.pop(resync, False) and key in st.session_state:
+        # Streamlit leaves a value replaced before its widget (re)appears out of the URL; set again once the widget
+        # exists, it is written there
+        st.session_state[key] = st.session_state[key]
+    if key in st.session_state:
+        value = st.session_state[key]
+    else:
+        found = re.search(r"-?\d+", st.query_params.get(key, ""))  # a link's value: "7", or a label, "L7", "7: dog"
+        value = found.group() if found else None
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return  # nothing chosen yet (None), or not a number: the widget handles it
+    if low <= value <= high:
+        return
+    st.session_state[key] = min(max(value, low), high)
+    st.session_state[resync] = True
+    st.info(f"{what} {value} is out of range for this model and text ({low} to {high}): showing "
+            f"{st.session_state[key]} instead.", icon=":material/straighten:")
+
+
 def layer_head_picker(n_layers: int, n_heads: int) -> tuple[int, int]:
     """Two horizontal radios side by side, "L0…" and "H0…" (URL keys `layer`, `head`); the chosen (layer, head),
     kept in range when the model changes under a shared link."""
     col_layer, col_head = st.columns(2)
     with col_layer:
+        keep_in_range("layer", 0, n_layers - 1, "Layer")
         layer = st.radio("Layer", list(range(n_layers)), format_func=lambda i: f"L{i}", key="layer", bind=BIND,
                          horizontal=True, help="Which transformer block (the seed paper's m, counted from 0).")
     with col_head:
+        keep_in_range("head", 0, n_heads - 1, "Head")
         head = st.radio("Head", list(range(n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
                         horizontal=True, help="Which of the block's H attention heads.")
     return (0 if layer is None else min(int(layer), n_layers - 1),

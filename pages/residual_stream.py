@@ -25,7 +25,7 @@ from core.figures.stream import (contribution_bars, logit_lens_heatmap, predicti
 from core.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
                        residual_norms)
 from core.record import tokenizer  # noqa: E402
-from pages._common import (BIND, get_model, model_picker, models_dir, text_cards,  # noqa: E402
+from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, text_cards,  # noqa: E402
                            typed_text_recording)
 
 PLOT_CONFIG = {"displaylogo": False}
@@ -62,6 +62,7 @@ def prediction_view(logits: np.ndarray, lens, tokens, unknown, vocab, reads: str
     labels = [f"{i}: {t}" for i, t in enumerate(plain_token_labels(tokens, unknown))]  # widgets show raw text
     col_pos, col_t, col_k = st.columns([1.2, 1.4, 1])
     with col_pos:
+        keep_in_range("position", 0, len(tokens) - 1, "Position")
         position = st.selectbox("Position", list(range(len(tokens))), index=len(tokens) - 1,
                                 format_func=lambda i: labels[i], key="position", bind=BIND,
                                 help=f"The model reads the {reads} from this token's final stream.")

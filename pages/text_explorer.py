@@ -30,8 +30,9 @@ from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, or
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           chosen_setting, get_recording, layer_head_picker, model_picker, notation_switch,
-                           presenter_mode, show_input_error, text_cards, trained_encodings, unknown_warning)
+                           chosen_setting, get_recording, keep_in_range, layer_head_picker, model_picker,
+                           notation_switch, presenter_mode, show_input_error, text_cards, trained_encodings,
+                           unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -82,8 +83,10 @@ def toggles(card, cards) -> tuple[Setting, Setting, bool, list[str]]:
                                             "tokens; window: the w nearest; strided: the last s and every s-th.")
         window, stride = cfg.window, cfg.stride
         if mask == "window":
+            keep_in_range("window", 1, cfg.max_len, "Window width")
             window = int(st.number_input("Window width w", 1, cfg.max_len, cfg.window, key="window", bind=BIND))
         elif mask == "strided":
+            keep_in_range("stride", 1, cfg.max_len, "Stride")
             stride = int(st.number_input("Stride s", 1, cfg.max_len, cfg.stride, key="stride", bind=BIND))
     with col_pe:
         encodings = ablation_encodings(card) if apply == "ablation" else trained_encodings(cards, card)
@@ -349,11 +352,13 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
     plain = plain_token_labels(tokens, unknown)
     col_chart, col_controls = st.columns([3, 2], gap="large")
     with col_controls:
+        keep_in_range("lines_layer", 0, m - 1, "Layer")
         layer = st.radio("Layer", list(range(m)), format_func=lambda i: f"L{i}", key="lines_layer", bind=BIND,
                          horizontal=True)
         heads = st.multiselect("Heads (one colour each)", list(range(h)), default=list(range(h)),
                                format_func=lambda i: f"H{i}", key="lines_heads", bind=BIND,
                                help="Colours from the Okabe–Ito palette, told apart by colour-blind readers too.")
+        keep_in_range("lines_token", 0, n - 1, "Token")
         token = st.selectbox("Show the lines of one query token", [None, *range(n)],
                              format_func=lambda i: "all tokens" if i is None else f"{i}: {plain[i]}",
                              key="lines_token", bind=BIND, help="Isolates the keys that this token attends to.")
