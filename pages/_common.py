@@ -181,6 +181,15 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     return text, recording
 
 
+def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
+    """"n: token" for every token, as plain text, for a token picker's options: a widget shows text as it is, so
+    an escaped label would show as `⟨&lt;⟩` (core.figures.attention.plain_token_labels); markdown gets the escaped
+    ones (token_labels)."""
+    from core.figures.attention import numbered_labels, plain_token_labels  # figures import plotly: only if needed
+
+    return numbered_labels(plain_token_labels(tokens, unknown))
+
+
 def unknown_warning(unknown: list[bool]) -> None:
     """A warning when some tokens are not in the model's vocabulary (a grammar sentence on an algorithmic model,
     emoji, misspellings): the model reads them all as one [UNK] token."""

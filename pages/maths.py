@@ -24,7 +24,7 @@ from core.figures.maths import matrix_heatmap, token_axis_labels  # noqa: E402
 from core.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
 from pages._common import (BIND, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
                            layer_head_picker, model_picker, models_dir, predict_then_reveal, presenter_mode, text_cards,
-                           typed_text_recording)
+                           token_choices, typed_text_recording)
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
 HIDDEN = ("mlp hidden", "mlp activation")  # steps whose rows are the MLP's hidden units, not the D features
@@ -87,7 +87,8 @@ with col_pickers:
     layer, head = layer_head_picker(cfg.n_layers, cfg.n_heads)
 with col_token:
     keep_in_range("token", 0, len(tokens) - 1, "Token")
-    token = st.selectbox("Token n (a column)", list(range(len(tokens))), format_func=lambda i: labels[i], key="token",
+    choices = token_choices(tokens, unknown)
+    token = st.selectbox("Token n (a column)", list(range(len(tokens))), format_func=choices.__getitem__, key="token",
                          bind=BIND, index=len(tokens) - 1,
                          help="The query followed through the layer: its column is outlined in every matrix.")
 token = len(tokens) - 1 if token is None else min(int(token), len(tokens) - 1)

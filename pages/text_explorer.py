@@ -31,8 +31,8 @@ from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # no
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
                            chosen_setting, get_recording, keep_in_range, layer_head_picker, model_picker,
-                           notation_switch, presenter_mode, show_input_error, text_cards, trained_encodings,
-                           unknown_warning)
+                           notation_switch, presenter_mode, show_input_error, text_cards, token_choices,
+                           trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -256,16 +256,16 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n = len(tokens)
     shown = token_labels(tokens, unknown)
-    plain = plain_token_labels(tokens, unknown)
+    choices = token_choices(tokens, unknown)
     col_query, col_key = st.columns(2)
     with col_query:
         # no default once a click on the heatmap has set it (Streamlit warns of a default beside a set value)
         query = st.selectbox("Query token n (the one attending)", list(range(n)),
                              index=None if "qk_query" in st.session_state else n - 1,
-                             format_func=lambda i: f"{i}: {plain[i]}", key="qk_query", bind=BIND)
+                             format_func=choices.__getitem__, key="qk_query", bind=BIND)
     with col_key:
         key = st.selectbox("Key token n′ (the one attended to)", list(range(n)), index=0,
-                           format_func=lambda i: f"{i}: {plain[i]}", key="qk_key", bind=BIND)
+                           format_func=choices.__getitem__, key="qk_key", bind=BIND)
     query = n - 1 if query is None else min(int(query), n - 1)
     key = 0 if key is None else min(int(key), n - 1)
     b = qk_breakdown(recording, layer, head, query, key)
@@ -349,7 +349,7 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
     """The head view: a layer, some of its heads and optionally one token; lines from queries to keys."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n, m, h = len(tokens), recording.n_layers, recording.config.n_heads
-    plain = plain_token_labels(tokens, unknown)
+    choices = token_choices(tokens, unknown)
     col_chart, col_controls = st.columns([3, 2], gap="large")
     with col_controls:
         keep_in_range("lines_layer", 0, m - 1, "Layer")
@@ -360,7 +360,7 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
                                help="Colours from the Okabe–Ito palette, told apart by colour-blind readers too.")
         keep_in_range("lines_token", 0, n - 1, "Token")
         token = st.selectbox("Show the lines of one query token", [None, *range(n)],
-                             format_func=lambda i: "all tokens" if i is None else f"{i}: {plain[i]}",
+                             format_func=lambda i: "all tokens" if i is None else choices[i],
                              key="lines_token", bind=BIND, help="Isolates the keys that this token attends to.")
         layer = 0 if layer is None else min(int(layer), m - 1)
         heads = sorted({int(x) for x in heads or [] if 0 <= int(x) < h})

@@ -70,6 +70,7 @@ def test_text_explorer_keeps_layer_head_and_window_in_range():
 @pytest.mark.parametrize("page, params, key, expected", [
     ("maths.py", dict(token="40"), "token", 11),
     ("residual_stream.py", dict(position="40"), "position", 11),
+    ("token_norm.py", dict(model="sort", token="40", layer="L3"), "layer", 1),
     ("masks_lab.py", dict(model="sort", layer="L3", head="H3"), "layer", 1),
     ("image_lab.py", dict(patch="500", layer="L9"), "patch", 64),
 ])
