@@ -145,6 +145,7 @@ st.caption("Top: the vector TokenNorm receives, with its mean (solid) and mean Â
 
 # --- figure 5 on these activations ------------------------------------------------------------------------
 st.subheader("TokenNorm vs BatchNorm on these activations (seed 001, figure 5)")
+keep_in_range("feature", 0, cfg.d_model - 1, "Feature d")
 feature = st.number_input("Feature d to outline for BatchNorm", 0, cfg.d_model - 1, 0, key="feature", bind=BIND,
                           width=320, help="BatchNorm computes one mean and std per feature, over the tokens of "
                                           "the batch.")
