@@ -257,17 +257,23 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     n = len(tokens)
     shown = token_labels(tokens, unknown)
     choices = token_choices(tokens, unknown)
+    weights = recording.pattern(layer)[head]
     col_query, col_key = st.columns(2)
+    # no default once a value is set (a click on the heatmap, a link): Streamlit warns of a default beside a set value
     with col_query:
-        # no default once a click on the heatmap has set it (Streamlit warns of a default beside a set value)
+        keep_in_range("qk_query", 0, n - 1, "Query token")
         query = st.selectbox("Query token n (the one attending)", list(range(n)),
                              index=None if "qk_query" in st.session_state else n - 1,
                              format_func=choices.__getitem__, key="qk_query", bind=BIND)
+    query = n - 1 if query is None else int(query)
+    heaviest = int(np.argmax(weights[query]))  # the key this head weighs most: its bar is the one that shows
     with col_key:
-        key = st.selectbox("Key token n′ (the one attended to)", list(range(n)), index=0,
+        keep_in_range("qk_key", 0, n - 1, "Key token")
+        follow_heaviest_key(heaviest)
+        key = st.selectbox("Key token n′ (the one attended to)", list(range(n)),
+                           index=None if "qk_key" in st.session_state else heaviest,
                            format_func=choices.__getitem__, key="qk_key", bind=BIND)
-    query = n - 1 if query is None else min(int(query), n - 1)
-    key = 0 if key is None else min(int(key), n - 1)
+    key = heaviest if key is None else int(key)
     b = qk_breakdown(recording, layer, head, query, key)
     where = f"layer {layer}, head {head}" + (" of B" if compared else "")
     vectors = ("the **rotated** vectors: this model runs RoPE, so the scores use q and k after the rotation "
@@ -307,10 +313,23 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
                "check recomputes everything in float64 from the recorded vectors; the model ran in float32.")
 
 
+HEAVIEST_KEY = "_qk_heaviest_key"  # the heaviest key when the key picker last followed it
+
+
+def follow_heaviest_key(heaviest: int) -> None:
+    """The key picker opens on the key the head weighs most for the query (the last key, [BOS], often weighs 0 or is
+    masked, and its bar does not show), and follows it as the query, layer or head change, until a key is chosen."""
+    previous = st.session_state.get(HEAVIEST_KEY)
+    if previous is not None and previous != heaviest and st.session_state.get("qk_key") == previous:
+        st.session_state["qk_key"] = heaviest
+    st.session_state[HEAVIEST_KEY] = heaviest
+
+
 def _open_score(cell: dict | None) -> None:
     """Callback: a click on a cell of a head's heatmap takes that score apart in *One score, step by step*."""
     if cell:
         st.session_state["qk_query"], st.session_state["qk_key"] = int(cell["query"]), int(cell["key"])
+        st.session_state.pop(HEAVIEST_KEY, None)  # a key chosen: the picker stops following the heaviest
         st.session_state["view"] = VIEWS[2]
 
 
