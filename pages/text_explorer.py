@@ -12,6 +12,7 @@ fragments of their own. The views sit in lazy tabs: only the open one runs and i
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
+from streamlit.errors import StreamlitAPIException  # noqa: E402
 
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
 from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, oriented, plain_token_labels,  # noqa: E402
@@ -160,11 +162,12 @@ def head_notes(recording: Recording, layer: int, head: int, notation: str) -> No
     downloads(recording, layer, head, notation)
 
 
-def titled_heatmap(title: str, spec: dict, key: str, filename: str) -> None:
+def titled_heatmap(title: str, spec: dict, key: str, filename: str, choices: list[str]) -> None:
     """A head's heatmap under its title (markdown on the page, plain text at the top of the PNG); a click on a cell
     takes its score apart."""
     st.markdown(title)
-    heatmap(spec, key=key, filename=filename, on_cell=_open_score, png_title=title.replace("**", ""))
+    heatmap(spec, key=key, filename=filename, on_cell=functools.partial(_open_score, choices=choices),
+            png_title=title.replace("**", ""))
 
 
 def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
@@ -172,6 +175,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
     """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     name = model_name(recording)
+    choices = token_choices(tokens, unknown)  # a click writes its query and key to the URL by these labels
     if baseline is None:
         wide = len(tokens) > SIDE_BY_SIDE_TOKENS  # a long text needs the full width to keep its labels readable
         col_main, col_notes = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
@@ -179,7 +183,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
             titled_heatmap(f"**Layer {layer}, head {head}** · {labels[1]}",
                            head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
                                              unknown=unknown, notation=notation),
-                           "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}")
+                           "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}", choices)
         with col_notes:
             head_notes(recording, layer, head, notation)
     else:
@@ -190,12 +194,12 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
             titled_heatmap(f"**A** · layer {layer}, head {head} · {labels[0]}",
                            head_heatmap_spec(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
                                              unknown=unknown, notation=notation, height=height),
-                           "head_chart_a", f"{model_name(baseline)}_A_pattern_{where}")
+                           "head_chart_a", f"{model_name(baseline)}_A_pattern_{where}", choices)
         with col_b:
             titled_heatmap(f"**B** · layer {layer}, head {head} · {labels[1]}",
                            head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
                                              unknown=unknown, notation=notation, height=height),
-                           "head_chart", f"{name}_B_pattern_{where}")
+                           "head_chart", f"{name}_B_pattern_{where}", choices)
         with col_d:
             titled_heatmap("**B − A** · red: B attends more, blue: A attends more",
                            difference_heatmap_spec(baseline.pattern(layer)[head], recording.pattern(layer)[head],
@@ -203,7 +207,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
                                                    masked_a=masked_of(baseline, layer),
                                                    masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
                                                    height=height),
-                           "diff_chart", f"{name}_B_minus_A_{where}")
+                           "diff_chart", f"{name}_B_minus_A_{where}", choices)
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
@@ -325,10 +329,19 @@ def follow_heaviest_key(heaviest: int) -> None:
     st.session_state[HEAVIEST_KEY] = heaviest
 
 
-def _open_score(cell: dict | None) -> None:
-    """Callback: a click on a cell of a head's heatmap takes that score apart in *One score, step by step*."""
+def _open_score(cell: dict | None, choices: list[str]) -> None:
+    """Callback: a click on a cell of a head's heatmap takes that score apart in *One score, step by step*.
+    `choices`: the token pickers' options, the labels their values have in the URL."""
     if cell:
-        st.session_state["qk_query"], st.session_state["qk_key"] = int(cell["query"]), int(cell["key"])
+        query, key = int(cell["query"]), int(cell["key"])
+        st.session_state["qk_query"], st.session_state["qk_key"] = query, key
+        for param, value in (("qk_query", query), ("qk_key", key)):
+            try:
+                # Streamlit writes a value set in session state to the URL only for a widget drawn in the last
+                # run: the pickers, in a closed tab, were not, so the link would lack them. Written here instead.
+                st.query_params[param] = choices[value]
+            except StreamlitAPIException:
+                pass  # still bound: the pickers were drawn (a fragment kept them), Streamlit writes the values
         st.session_state.pop(HEAVIEST_KEY, None)  # a key chosen: the picker stops following the heaviest
         st.session_state["view"] = VIEWS[2]
 
