@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -219,3 +220,59 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length === 0")  # stale charts go
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_5_error")
+
+
+def view_of(page) -> tuple:
+    """What the text explorer shows: the chosen layer and head, the open tab and the score taken apart."""
+    checked = page.locator('[data-testid="stRadio"] label:has(input:checked)')
+    # four radios have a choice (notation, apply, layer, head); they may be drawn a moment after the run ends
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stRadio\"] input:checked').length >= 4",
+                           timeout=10_000)
+    return (tuple(sorted(checked.all_inner_texts())), page.locator('[role="tab"][aria-selected="true"]').inner_text(),
+            page.locator("p", has_text="Query ").filter(has_text=" in layer ").first.inner_text().split(" —")[0])
+
+
+def fresh_page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    return context, page
+
+
+def test_a_clicked_cell_is_in_the_url_and_the_link_reopens_it(server, page, shoot):
+    page.goto(f"{server}/?layer=L1&head=H1")
+    page.wait_for_selector(HEATMAP)
+    wait_idle(page)
+    page.mouse.click(*cell_point(page, 6, 4))  # query 6 "cabinet", key 4 "the"
+    page.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+    wait_idle(page)
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
+    assert query == {"layer": "L1", "head": "H1", "view": "One score, step by step", "qk_query": "6: cabinet",
+                     "qk_key": "4: the"}, page.url
+    shown = view_of(page)
+    context, reopened = fresh_page(page.context.browser)
+    reopened.goto(page.url)
+    reopened.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+    wait_idle(reopened)
+    assert view_of(reopened) == shown and reopened.locator(ERROR).count() == 0
+    shoot(reopened, "text_explorer_6_clicked_cell_reopened")
+    context.close()
+
+
+def test_a_shared_link_opens_the_same_view_every_time(server, page):
+    link = (f"{server}/?layer=L1&head=H1&view=One+score%2C+step+by+step&qk_query=6%3A+cabinet&qk_key=4%3A+the"
+            "&notation=paper")
+    views, urls = set(), set()
+    for _ in range(10):
+        context, fresh = fresh_page(page.context.browser)
+        fresh.goto(link)
+        fresh.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+        wait_idle(fresh)
+        assert fresh.locator(ERROR).count() == 0
+        views.add(view_of(fresh))
+        urls.add(frozenset(urllib.parse.parse_qsl(urllib.parse.urlsplit(fresh.url).query)))
+        context.close()
+    assert len(views) == 1 and len(urls) == 1, (views, urls)
+    (checked, tab, _), = views
+    assert {"L1", "H1", "paper"} <= set(checked) and tab == "One score, step by step"
+    assert urls == {frozenset(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))}
