@@ -301,6 +301,16 @@ def notation_switch() -> str:
     return notation or "common"
 
 
+def keep_in_url(*keys: str) -> None:
+    """Call before drawing these URL-bound widgets: their values are stated again, so that Streamlit writes to the
+    URL any it lacks. A run that changes the URL (a click's callback, a replaced value) sends the whole query string
+    as its request carried it: a widget changed in the browser while that run was in flight (L2 picked just after a
+    click on a cell) is dropped from the URL, though the page still shows it. The next run puts it back."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def keep_in_range(key: str, low: int, high: int, what: str) -> None:
     """Call just before drawing the URL-bound input `key` whose values, low…high, depend on the model or the text
     (a slider, a number input, a picker of layers, heads, tokens, positions): a value out of range, left by

@@ -32,9 +32,9 @@ from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, or
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           chosen_setting, get_recording, keep_in_range, layer_head_picker, model_picker,
-                           notation_switch, presenter_mode, show_input_error, text_cards, token_choices,
-                           trained_encodings, unknown_warning)
+                           chosen_setting, get_recording, keep_in_range, keep_in_url, layer_head_picker,
+                           model_picker, notation_switch, presenter_mode, show_input_error, text_cards,
+                           token_choices, trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -262,6 +262,7 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     shown = token_labels(tokens, unknown)
     choices = token_choices(tokens, unknown)
     weights = recording.pattern(layer)[head]
+    keep_in_url("qk_query", "qk_key")
     col_query, col_key = st.columns(2)
     # no default once a value is set (a click on the heatmap, a link): Streamlit warns of a default beside a set value
     with col_query:
@@ -482,6 +483,7 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
     """The layer and head pickers, then one tab per view (URL key `view`). Tabs are lazy: only the open one runs
     and is drawn, so a toggle redraws what is on screen (one chart by default: each chart costs the browser about
     twice a plotly draw); a fragment, so picking a head or a tab reruns only this part."""
+    keep_in_url("layer", "head", "view")  # in the URL whatever the timing of the clicks that set them
     layer, head = head_pickers(recording, baseline)
     compared = baseline is not None
     tabs = dict(zip(VIEWS, st.tabs(VIEWS, key="view", bind=BIND)))
