@@ -268,6 +268,15 @@ def trained_encodings(cards: list[ModelCard], card: ModelCard) -> list[str]:
 # Sidebar widgets
 # ---------------------------------------------------------------------------------------------------------
 
+def model_from_link(names: list[str]) -> None:
+    """Call before drawing a model picker (URL key `model`) whose labels are more than the names (model_label adds
+    the held-out figure): the URL holds the label, so a link that names the model (model=sort) would match no option
+    and open the default model. The name is taken here instead."""
+    linked = st.query_params.get("model")
+    if "model" not in st.session_state and linked in names:
+        st.session_state["model"] = linked  # written to the URL, as its label, on the next run (keep_in_url)
+
+
 def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL) -> ModelCard:
     """The sidebar model picker (URL key `model`); stops the page with a note when there is no model yet."""
     if not cards:
@@ -277,6 +286,8 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
     index = names.index(default) if default in names else 0
+    model_from_link(names)
+    keep_in_url("model")
     name = st.sidebar.selectbox(
         "Model", names, index=index, key="model", bind=BIND, format_func=lambda n: model_label(by_name[n]),
         help="A bundled model: lm-<encoding> are language models trained with that position encoding; "

@@ -29,8 +29,8 @@ from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_i
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
 from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
-                           layer_head_picker, model_cards, model_label, models_dir, notation_switch,
-                           show_input_error)
+                           keep_in_url, layer_head_picker, model_cards, model_from_link, model_label, models_dir,
+                           notation_switch, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -88,6 +88,8 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
     index = names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names else 0
+    model_from_link(names)
+    keep_in_url("model")
     name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
                                 format_func=lambda n: model_label(by_name[n]),
                                 help="A bundled vision transformer: vit-<encoding> read the class from the CLS "

@@ -36,7 +36,7 @@ def notes(at: AppTest) -> str:
 
 def test_positions_follow_a_model_with_a_shorter_context():
     """The reported case: Positions at 99 on a 128-token model, then `sort` (32 tokens)."""
-    at = start("positions_lab.py", model="lm-rope", positions="99", similar_to="90")
+    at = start("positions_lab.py", positions="99", similar_to="90")  # lm-rope: 128 tokens
     ok(at)
     assert at.slider(key="positions").value == 99 and not notes(at)
     at.selectbox(key="model").select("sort").run()
@@ -48,17 +48,17 @@ def test_positions_follow_a_model_with_a_shorter_context():
 
 
 def test_a_link_out_of_range_is_replaced_by_a_valid_value_with_a_note():
-    at = start("positions_lab.py", model="sort", positions="99", rope_pair="40")
+    at = start("positions_lab.py", positions="999", rope_pair="40")  # lm-rope: 128 tokens, K = 128 / 4 = 32
     ok(at)
-    assert at.slider(key="positions").value == 32 and at.slider(key="rope_pair").value == 15  # K = 128 / 4 = 32
-    assert "Positions 99 is out of range" in notes(at) and "Feature pair 40" in notes(at)
+    assert at.slider(key="positions").value == 128 and at.slider(key="rope_pair").value == 15
+    assert "Positions 999 is out of range" in notes(at) and "Feature pair 40" in notes(at)
     at.run()  # the replaced values reach the URL once their widgets exist
     ok(at)
-    assert at.query_params["rope_pair"] == "15" and "positions" not in at.query_params  # 32: sort's default
+    assert at.query_params["positions"] == "128" and at.query_params["rope_pair"] == "15"
 
 
 def test_text_explorer_keeps_layer_head_and_window_in_range():
-    at = start("text_explorer.py", model="lm-rope", layer="L3", head="H3", mask="window", window="100")
+    at = start("text_explorer.py", layer="L3", head="H3", mask="window", window="100")
     ok(at)
     assert (at.radio(key="layer").value, at.radio(key="head").value, at.number_input(key="window").value) == (3, 3, 100)
     at.selectbox(key="model").select("copy").run()  # 2 layers, 1 head, 32 tokens
@@ -70,8 +70,8 @@ def test_text_explorer_keeps_layer_head_and_window_in_range():
 @pytest.mark.parametrize("page, params, key, expected", [
     ("maths.py", dict(token="40"), "token", 11),
     ("residual_stream.py", dict(position="40"), "position", 11),
-    ("token_norm.py", dict(model="sort", token="40", layer="L3"), "layer", 1),
-    ("masks_lab.py", dict(model="sort", layer="L3", head="H3"), "layer", 1),
+    ("token_norm.py", dict(token="40", layer="L9"), "layer", 3),
+    ("masks_lab.py", dict(layer="L9", head="H3"), "layer", 3),
     ("image_lab.py", dict(patch="500", layer="L9"), "patch", 64),
 ])
 def test_every_page_replaces_a_link_value_out_of_range(page, params, key, expected):
@@ -81,3 +81,14 @@ def test_every_page_replaces_a_link_value_out_of_range(page, params, key, expect
                   if w.key == key)
     assert widget.value == expected
     assert notes(at)
+
+
+@pytest.mark.parametrize("page, model", [("positions_lab.py", "sort"), ("text_explorer.py", "lm-alibi"),
+                                         ("image_lab.py", "vit-none")])
+def test_a_link_names_its_model(page, model):
+    """The picker's labels carry each model's held-out figure ("sort (exact match 100%)"); a link names the model."""
+    at = start(page, model=model)
+    ok(at)
+    assert at.selectbox(key="model").value == model
+    at.run()
+    assert at.query_params["model"] == at.selectbox(key="model").options[at.selectbox(key="model").index]
