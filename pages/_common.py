@@ -182,6 +182,15 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     return text, recording
 
 
+def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
+    """"n: token" for every token, as plain text, for a token picker's options: a widget shows text as it is, so
+    an escaped label would show as `⟨&lt;⟩` (core.figures.attention.plain_token_labels); markdown gets the escaped
+    ones (token_labels)."""
+    from core.figures.attention import numbered_labels, plain_token_labels  # figures import plotly: only if needed
+
+    return numbered_labels(plain_token_labels(tokens, unknown))
+
+
 def unknown_warning(unknown: list[bool]) -> None:
     """A warning when some tokens are not in the model's vocabulary (a grammar sentence on an algorithmic model,
     emoji, misspellings): the model reads them all as one [UNK] token."""
@@ -215,6 +224,34 @@ def trained_alternative(cards: list[ModelCard], current: ModelCard, pe: str | No
     return max(candidates, key=closeness)
 
 
+def chosen_setting(cards: list[ModelCard], card: ModelCard, mask: str | None, pe: str | None, window: int,
+                   stride: int, trained: bool) -> tuple[Setting, str | None]:
+    """What to run for a mask and/or position encoding chosen on `card` (None: its own), and the one line saying
+    so (None when nothing changed). As an ablation: `card` with them. As a trained model: the bundled model
+    trained with both; else the one trained with the encoding, the mask applied to it as an ablation (an encoding
+    with trained parameters cannot be ablated onto a model that lacks them); else `card` with the mask ablated.
+    A mask chosen by name is kept when the model changes, even if it is `card`'s own."""
+    pe = None if pe == card.config.pos_encoding else pe
+    own_mask = mask == card.config.mask and mask not in ("window", "strided")
+    if not trained or pe is None and (mask is None or own_mask):
+        return Setting(card.name, None if own_mask else mask, window, stride, pe), None
+    both = trained_alternative(cards, card, pe=pe, mask=mask)
+    if both is not None:
+        return (Setting(both.name, window=both.config.window, stride=both.config.stride),
+                f"Showing **{both.name}**, the bundled model trained with mask {both.config.mask} and encoding "
+                f"{both.config.pos_encoding} (the sidebar model is {card.name}).")
+    base = card if pe is None else trained_alternative(cards, card, pe=pe)
+    if base is None:  # only from a hand-made link: the toggle offers the encodings some model was trained with
+        return (Setting(card.name, mask, window, stride, pe),
+                f"No bundled model was trained with encoding {pe}, so it is applied to {card.name} as an ablation.")
+    ablated = Setting(base.name, mask, window, stride)  # `both` found none: base was not trained with this mask
+    if base.name == card.name:
+        return ablated, (f"No bundled model was trained with mask {mask}, so it is applied to {card.name} as an "
+                         "ablation.")
+    return ablated, (f"Showing **{base.name}** (trained with encoding {pe}) with mask {mask} as an ablation: no "
+                     f"bundled model was trained with both (the sidebar model is {card.name}).")
+
+
 def ablation_encodings(card: ModelCard) -> list[str]:
     """Encodings the model can be run with: its own and every parameter-free one."""
     own = card.config.pos_encoding
@@ -232,6 +269,15 @@ def trained_encodings(cards: list[ModelCard], card: ModelCard) -> list[str]:
 # Sidebar widgets
 # ---------------------------------------------------------------------------------------------------------
 
+def model_from_link(names: list[str]) -> None:
+    """Call before drawing a model picker (URL key `model`) whose labels are more than the names (model_label adds
+    the held-out figure): the URL holds the label, so a link that names the model (model=sort) would match no option
+    and open the default model. The name is taken here instead."""
+    linked = st.query_params.get("model")
+    if "model" not in st.session_state and linked in names:
+        st.session_state["model"] = linked  # written to the URL, as its label, on the next run (keep_in_url)
+
+
 def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL) -> ModelCard:
     """The sidebar model picker (URL key `model`); stops the page with a note when there is no model yet."""
     if not cards:
@@ -241,6 +287,8 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
     index = names.index(default) if default in names else 0
+    model_from_link(names)
+    keep_in_url("model")
     name = st.sidebar.selectbox(
         "Model", names, index=index, key="model", bind=BIND, format_func=lambda n: model_label(by_name[n]),
         help="A bundled model: lm-<encoding> are language models trained with that position encoding; "
@@ -265,14 +313,53 @@ def notation_switch() -> str:
     return notation or "common"
 
 
+def keep_in_url(*keys: str) -> None:
+    """Call before drawing these URL-bound widgets: their values are stated again, so that Streamlit writes to the
+    URL any it lacks. A run that changes the URL (a click's callback, a replaced value) sends the whole query string
+    as its request carried it: a widget changed in the browser while that run was in flight (L2 picked just after a
+    click on a cell) is dropped from the URL, though the page still shows it. The next run puts it back."""
+    for key in keys:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def keep_in_range(key: str, low: int, high: int, what: str) -> None:
+    """Call just before drawing the URL-bound input `key` whose values, low…high, depend on the model or the text
+    (a slider, a number input, a picker of layers, heads, tokens, positions): a value out of range, left by
+    another model or given by a link, is replaced by the nearest valid one, with a note. Streamlit would raise
+    on a slider's stale value ("The value 99 is greater than the max_value 32") and drop a link's silently."""
+    resync = f"_{key}__replaced"
+    if st.session_state.pop(resync, False) and key in st.session_state:
+        # Streamlit leaves a value replaced before its widget (re)appears out of the URL; set again once the widget
+        # exists, it is written there
+        st.session_state[key] = st.session_state[key]
+    if key in st.session_state:
+        value = st.session_state[key]
+    else:
+        found = re.search(r"-?\d+", st.query_params.get(key, ""))  # a link's value: "7", or a label, "L7", "7: dog"
+        value = found.group() if found else None
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return  # nothing chosen yet (None), or not a number: the widget handles it
+    if low <= value <= high:
+        return
+    st.session_state[key] = min(max(value, low), high)
+    st.session_state[resync] = True
+    st.info(f"{what} {value} is out of range for this model and text ({low} to {high}): showing "
+            f"{st.session_state[key]} instead.", icon=":material/straighten:")
+
+
 def layer_head_picker(n_layers: int, n_heads: int) -> tuple[int, int]:
     """Two horizontal radios side by side, "L0…" and "H0…" (URL keys `layer`, `head`); the chosen (layer, head),
     kept in range when the model changes under a shared link."""
     col_layer, col_head = st.columns(2)
     with col_layer:
+        keep_in_range("layer", 0, n_layers - 1, "Layer")
         layer = st.radio("Layer", list(range(n_layers)), format_func=lambda i: f"L{i}", key="layer", bind=BIND,
                          horizontal=True, help="Which transformer block (the seed paper's m, counted from 0).")
     with col_head:
+        keep_in_range("head", 0, n_heads - 1, "Head")
         head = st.radio("Head", list(range(n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
                         horizontal=True, help="Which of the block's H attention heads.")
     return (0 if layer is None else min(int(layer), n_layers - 1),

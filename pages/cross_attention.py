@@ -25,7 +25,7 @@ from core.figures.attention import HEAD_COLORS, head_heatmap  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
 from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun, alignment_mass,  # noqa: E402
                           list_seq2seq_cards, load_seq2seq, run_translation)
-from pages._common import (BIND, chart, literal, notation_switch, predict_then_reveal,  # noqa: E402
+from pages._common import (BIND, chart, keep_in_range, literal, notation_switch, predict_then_reveal,  # noqa: E402
                            presenter_mode, revealed, show_grade, show_input_error, until_revealed)
 
 DEFAULT_MODEL = "tailish"
@@ -142,9 +142,11 @@ def layer_head_pickers(n_layers: int, n_heads: int, default: tuple[int, int], pr
     """Layer and head radios (URL keys `{prefix}layer`, `{prefix}head`) in two columns; returns (layer, head)."""
     col_layer, col_head = columns or st.columns(2)
     with col_layer:
+        keep_in_range(f"{prefix}layer", 0, n_layers - 1, f"{what} layer")
         layer = st.radio(f"{what} layer", list(range(n_layers)), index=default[0], format_func=lambda i: f"L{i}",
                          key=f"{prefix}layer", bind=BIND, horizontal=True)
     with col_head:
+        keep_in_range(f"{prefix}head", 0, n_heads - 1, f"{what} head")
         head = st.radio(f"{what} head", list(range(n_heads)), index=default[1], format_func=lambda i: f"H{i}",
                         key=f"{prefix}head", bind=BIND, horizontal=True)
     return (default[0] if layer is None else int(layer)), (default[1] if head is None else int(head))

@@ -28,8 +28,9 @@ from core.figures.images import (attention_overlay, attention_small_multiples, c
 from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image  # noqa: E402
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
-from pages._common import (APPLY_LABELS, BIND, OWN, get_model, model_cards, model_label, models_dir,  # noqa: E402
-                           notation_switch, show_input_error, trained_alternative)
+from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
+                           keep_in_url, layer_head_picker, model_cards, model_from_link, model_label, models_dir,
+                           notation_switch, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -87,6 +88,8 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
     index = names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names else 0
+    model_from_link(names)
+    keep_in_url("model")
     name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
                                 format_func=lambda n: model_label(by_name[n]),
                                 help="A bundled vision transformer: vit-<encoding> read the class from the CLS "
@@ -210,14 +213,9 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
     choice = None if pe in (OWN, None) or pe == cfg.pos_encoding else pe
     if choice is None:
         return card.name, None, []
-    if apply == "trained model":
-        alternative = trained_alternative(cards, card, pe=choice)
-        if alternative is not None:
-            return alternative.name, None, [
-                f"Showing **{alternative.name}**, the bundled model trained with encoding "
-                f"{alternative.config.pos_encoding} (the sidebar model is {card.name})."]
-        note = "No bundled model was trained with this choice, so it is applied to the current model as an ablation."
-        return card.name, choice, [note]
+    setting, note = chosen_setting(cards, card, None, choice, cfg.window, cfg.stride, apply == "trained model")
+    if note:
+        return setting.model, setting.pe, [note]
     return card.name, choice, [f"Ablation: {card.name} was trained with {cfg.pos_encoding} positions and is now run "
                                f"with **{choice}** — the same weights, e_n replaced."]
 
@@ -281,6 +279,7 @@ with col_image:
 st.subheader("From patch to token (seed 001, figure 2)")
 col_choose, col_formula = st.columns([1, 2], vertical_alignment="bottom")
 with col_choose:
+    keep_in_range("patch", first, first + n_patches - 1, "Patch")
     token_n = st.selectbox("Patch (token n)", choices, key="patch", bind=BIND,
                            index=min(first + (rows // 2) * cols + cols // 2, choices[-1]) - first,
                            format_func=lambda n: f"{n}: row {(n - first) // cols}, column {(n - first) % cols}",
@@ -314,15 +313,7 @@ title = "Where the CLS token looks" if cfg.uses_cls else "Where the readout look
 st.subheader(title)
 for note in attention.notes:
     st.info(note, icon="ℹ️")
-col_layer, col_head = st.columns(2)
-with col_layer:
-    layer = st.radio("Layer", list(range(cfg.n_layers)), format_func=lambda i: f"L{i}", key="layer", bind=BIND,
-                     horizontal=True)
-with col_head:
-    head = st.radio("Head", list(range(cfg.n_heads)), format_func=lambda i: f"H{i}", key="head", bind=BIND,
-                    horizontal=True)
-layer = 0 if layer is None else min(int(layer), cfg.n_layers - 1)
-head = 0 if head is None else min(int(head), cfg.n_heads - 1)
+layer, head = layer_head_picker(cfg.n_layers, cfg.n_heads)
 query_word = (("$A_{0,n'}$, row 0 of A" if notation == "common" else "$A_{n',0}$, column 0 of A")
               if cfg.uses_cls else ("the mean of every row of A" if notation == "common"
                                     else "the mean of every column of A"))

@@ -35,9 +35,9 @@ from core.position_lab import ROUNDING, incremental_change  # noqa: E402
 from core.record import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from core.predictions import cache_agreement, changed_count, empty_row  # noqa: E402
-from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, literal, model_picker, models_dir,  # noqa: E402
-                           predict_then_reveal, presenter_mode, revealed, shared_result, show_grade,
-                           show_input_error, text_cards, until_revealed)
+from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, keep_in_range, literal, model_picker,  # noqa: E402
+                           models_dir, predict_then_reveal, presenter_mode, revealed, shared_result,
+                           show_grade, show_input_error, text_cards, until_revealed)
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
@@ -101,9 +101,11 @@ def preset_controls(cfg) -> MaskPreset:
     kind = cols[0].selectbox("Start from a preset", MASK_PRESETS, key="preset", bind=BIND, help=PRESET_HELP) or "causal"
     width, stride, density, seed = 4, 4, 0.3, 0
     if kind in ("window", "block-sparse"):
+        keep_in_range("width", 1, cfg.max_len, "Width")
         width = int(cols[1].number_input("Window width w" if kind == "window" else "Block size b", 1, cfg.max_len, 4,
                                          key="width", bind=BIND))
     if kind == "strided":
+        keep_in_range("stride", 1, cfg.max_len, "Stride")
         stride = int(cols[1].number_input("Stride s", 1, cfg.max_len, 4, key="stride", bind=BIND))
     if kind == "random":
         density = float(cols[1].slider("Density", 0.0, 1.0, 0.3, 0.05, key="density", bind=BIND,
@@ -165,6 +167,8 @@ def mask_section(card) -> None:
     with col_pattern:
         cfg = card.config
         cols = st.columns(2)
+        keep_in_range("layer", 0, cfg.n_layers - 1, "Layer")
+        keep_in_range("head", 0, cfg.n_heads - 1, "Head")
         layer = cols[0].selectbox("Layer", range(cfg.n_layers), format_func=lambda i: f"L{i}", key="layer",
                                   bind=BIND) or 0
         head = cols[1].selectbox("Head", range(cfg.n_heads), format_func=lambda i: f"H{i}", key="head", bind=BIND) or 0
@@ -271,6 +275,7 @@ def generation_section(card) -> None:
         return
     generation, check, tokens = result
     p = len(generation.prompt_ids)
+    keep_in_range("step", 0, len(generation.steps), "Step")
     step = int(st.slider("Show the model after step", 0, len(generation.steps), len(generation.steps), key="step",
                          bind=BIND, help="0: the prompt only; s: after the s-th generated token was read."))
     words = [f"**:orange[{t}]**" if i == p + step - 1 and step else (f":blue[{t}]" if i >= p else t)
@@ -280,6 +285,8 @@ def generation_section(card) -> None:
     col_attention, col_choice = st.columns([1.5, 1], gap="large")
     with col_attention:
         cols = st.columns(2)
+        keep_in_range("gen_layer", 0, cfg.n_layers - 1, "Layer")
+        keep_in_range("gen_head", 0, cfg.n_heads - 1, "Head")
         layer = cols[0].radio("Layer", range(cfg.n_layers), format_func=lambda i: f"L{i}", key="gen_layer", bind=BIND,
                               horizontal=True) or 0
         head = cols[1].radio("Head", range(cfg.n_heads), format_func=lambda i: f"H{i}", key="gen_head", bind=BIND,

@@ -23,9 +23,9 @@ from core.figures.attention import head_heatmap, softmax_row_bar  # noqa: E402
 from core.figures.maths import matrix_heatmap, token_axis_labels  # noqa: E402
 from core.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
 from core.predictions import closeness  # noqa: E402
-from pages._common import (BIND, Setting, chart, get_model, get_recording, layer_head_picker,  # noqa: E402
-                           literal, model_picker, models_dir, predict_then_reveal, presenter_mode, show_grade,
-                           text_cards, typed_text_recording, until_revealed)
+from pages._common import (BIND, Setting, chart, get_model, get_recording, keep_in_range, layer_head_picker,  # noqa: E402
+                           literal, model_picker, models_dir, predict_then_reveal, presenter_mode,
+                           show_grade, text_cards, token_choices, typed_text_recording, until_revealed)
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
 FORM_TITLES = {"multi-head sum": "The paper: a sum over the heads",  # step -> title (core's would answer the prompt)
@@ -90,7 +90,9 @@ col_pickers, col_token = st.columns([2, 1.2])
 with col_pickers:
     layer, head = layer_head_picker(cfg.n_layers, cfg.n_heads)
 with col_token:
-    token = st.selectbox("Token n (a column)", list(range(len(tokens))), format_func=lambda i: labels[i], key="token",
+    keep_in_range("token", 0, len(tokens) - 1, "Token")
+    choices = token_choices(tokens, unknown)
+    token = st.selectbox("Token n (a column)", list(range(len(tokens))), format_func=choices.__getitem__, key="token",
                          bind=BIND, index=len(tokens) - 1,
                          help="The query followed through the layer: its column is outlined in every matrix.")
 token = len(tokens) - 1 if token is None else min(int(token), len(tokens) - 1)

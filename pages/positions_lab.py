@@ -31,9 +31,9 @@ from core.lens import stream_labels  # noqa: E402
 from core.positions import alibi_slopes  # noqa: E402
 from core.predictions import length_change, similar_positions  # noqa: E402
 from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
-from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, model_picker,  # noqa: E402
-                           models_dir, predict_then_reveal, presenter_mode, show_grade, show_input_error, text_cards,
-                           trained_alternative, until_revealed)
+from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
+                           model_picker, models_dir, predict_then_reveal, presenter_mode, show_grade,
+                           show_input_error, text_cards, trained_alternative, until_revealed)
 
 TABLE_CAPTIONS = {
     "sinusoidal": "e_n[2i] = sin(n / 10000^(2i/D)), e_n[2i+1] = cos(n / 10000^(2i/D)) (Vaswani et al.): the vector "
@@ -83,6 +83,7 @@ def tables_section(model) -> None:
         encoding = st.radio("Encoding", encodings, key="encoding", bind=BIND, horizontal=True,
                             help="learned appears for a model trained with learned position embeddings.")
     with col_positions:
+        keep_in_range("positions", 4, model.cfg.max_len, "Positions")
         n = int(st.slider("Positions", 4, model.cfg.max_len, min(64, model.cfg.max_len), key="positions", bind=BIND))
     encoding = encoding or encodings[0]
     table = lab.encoding_table(model, encoding, n)
@@ -93,6 +94,7 @@ def tables_section(model) -> None:
         chart(encoding_heatmap(table, title=f"{encoding}: position × feature", feature_title=feature),
               key="table_chart", filename=f"{encoding}_table")
         st.caption(TABLE_CAPTIONS[encoding])
+    keep_in_range("similar_to", 0, n - 1, "Position n")
     position = int(st.slider("Position n to compare", 0, n - 1, min(10, n - 1), key="similar_to", bind=BIND))
 
     def reveal(prediction: str | None) -> None:
@@ -136,6 +138,9 @@ def rope_section(card) -> None:
                 icon=":material/info:")
     cfg = recording.config
     cols = st.columns(4)
+    for key, high, what in (("rope_layer", cfg.n_layers - 1, "Layer"), ("rope_head", cfg.n_heads - 1, "Head"),
+                            ("rope_pair", cfg.head_dim // 2 - 1, "Feature pair")):
+        keep_in_range(key, 0, high, what)
     layer = cols[0].selectbox("Layer", range(cfg.n_layers), format_func=lambda i: f"L{i}", key="rope_layer", bind=BIND)
     head = cols[1].selectbox("Head", range(cfg.n_heads), format_func=lambda i: f"H{i}", key="rope_head", bind=BIND)
     pair = cols[2].slider("Feature pair i", 0, cfg.head_dim // 2 - 1, 0, key="rope_pair", bind=BIND,
@@ -188,6 +193,7 @@ def bias_section(card, cards) -> None:
         st.info("No bundled model was trained with relative position biases.", icon=":material/info:")
         return
     model, _ = get_model(source.name, str(models_dir()))
+    keep_in_range("bias_layer", 0, model.cfg.n_layers - 1, "Layer")
     layer = cols[1].selectbox("Layer", range(model.cfg.n_layers), format_func=lambda i: f"L{i}", key="bias_layer",
                               bind=BIND, disabled=kind == "alibi",
                               help="ALiBi is the same in every layer; each layer learns its own relative biases.")
@@ -327,6 +333,8 @@ def attention_past_the_length(models: dict, length: int) -> None:
     encoding = col_encoding.radio("Model", list(models), key="long_encoding", bind=BIND, horizontal=True)
     card = models.get(encoding) or next(iter(models.values()))
     model = get_model(card.name, str(models_dir()))[0]
+    keep_in_range("long_layer", 0, model.cfg.n_layers - 1, "Layer")
+    keep_in_range("long_head", 0, model.cfg.n_heads - 1, "Head")
     layer = col_layer.radio("Layer", list(range(model.cfg.n_layers)), key="long_layer", bind=BIND, horizontal=True,
                             format_func=lambda i: f"L{i}") or 0
     head = col_head.radio("Head", list(range(model.cfg.n_heads)), key="long_head", bind=BIND, horizontal=True,

@@ -19,14 +19,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.figures.attention import plain_token_labels  # noqa: E402
 from core.figures.stream import (contribution_bars, logit_lens_heatmap, prediction_bars,  # noqa: E402
                                  residual_norm_heatmap)
 from core.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
                        residual_norms)
 from core.record import tokenizer  # noqa: E402
-from pages._common import (BIND, get_model, model_picker, models_dir, text_cards,  # noqa: E402
-                           typed_text_recording)
+from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, text_cards,  # noqa: E402
+                           token_choices, typed_text_recording)
 
 PLOT_CONFIG = {"displaylogo": False}
 LENS_K = 5
@@ -59,9 +58,10 @@ def per_token_csv(tokens, norms, point_labels, decomposition, lens, vocab, label
 def prediction_view(logits: np.ndarray, lens, tokens, unknown, vocab, reads: str, label: str) -> None:
     """Position, temperature and top-k pickers and the resulting distribution. A fragment: moving the slider
     reruns only this part."""
-    labels = [f"{i}: {t}" for i, t in enumerate(plain_token_labels(tokens, unknown))]  # widgets show raw text
+    labels = token_choices(tokens, unknown)
     col_pos, col_t, col_k = st.columns([1.2, 1.4, 1])
     with col_pos:
+        keep_in_range("position", 0, len(tokens) - 1, "Position")
         position = st.selectbox("Position", list(range(len(tokens))), index=len(tokens) - 1,
                                 format_func=lambda i: labels[i], key="position", bind=BIND,
                                 help=f"The model reads the {reads} from this token's final stream.")

@@ -12,6 +12,7 @@ fragments of their own. The views sit in lazy tabs: only the open one runs and i
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
+from streamlit.errors import StreamlitAPIException  # noqa: E402
 
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
 from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, oriented, plain_token_labels,  # noqa: E402
@@ -30,8 +32,9 @@ from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, or
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           get_recording, layer_head_picker, model_picker, notation_switch, presenter_mode,
-                           show_input_error, text_cards, trained_alternative, trained_encodings, unknown_warning)
+                           chosen_setting, get_recording, keep_in_range, keep_in_url, layer_head_picker,
+                           model_picker, notation_switch, presenter_mode, show_input_error, text_cards,
+                           token_choices, trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -82,8 +85,10 @@ def toggles(card, cards) -> tuple[Setting, Setting, bool, list[str]]:
                                             "tokens; window: the w nearest; strided: the last s and every s-th.")
         window, stride = cfg.window, cfg.stride
         if mask == "window":
+            keep_in_range("window", 1, cfg.max_len, "Window width")
             window = int(st.number_input("Window width w", 1, cfg.max_len, cfg.window, key="window", bind=BIND))
         elif mask == "strided":
+            keep_in_range("stride", 1, cfg.max_len, "Stride")
             stride = int(st.number_input("Stride s", 1, cfg.max_len, cfg.stride, key="stride", bind=BIND))
     with col_pe:
         encodings = ablation_encodings(card) if apply == "ablation" else trained_encodings(cards, card)
@@ -91,20 +96,10 @@ def toggles(card, cards) -> tuple[Setting, Setting, bool, list[str]]:
                           key="pe", bind=BIND,
                           help="Ablation offers the parameter-free encodings (any model can run them); "
                                "'switch' offers the encodings some bundled model was trained with.")
-    mask_choice = None if mask in (OWN, None) or mask == cfg.mask and mask not in ("window", "strided") else mask
-    pe_choice = None if pe in (OWN, None) or pe == cfg.pos_encoding else pe
-    notes = []
-    chosen = Setting(card.name, mask_choice, window, stride, pe_choice)
-    if apply == "trained model" and (mask_choice or pe_choice):
-        alternative = trained_alternative(cards, card, pe=pe_choice, mask=mask_choice)
-        if alternative is None:
-            notes.append("No bundled model was trained with this choice, so it is applied to the current model "
-                         "as an ablation instead.")
-        else:
-            chosen = Setting(alternative.name, window=alternative.config.window, stride=alternative.config.stride)
-            acfg = alternative.config
-            notes.append(f"Showing **{alternative.name}**, the bundled model trained with mask {acfg.mask} and "
-                         f"encoding {acfg.pos_encoding} (the sidebar model is {card.name}).")
+    mask_choice = None if mask in (OWN, None) else mask
+    chosen, note = chosen_setting(cards, card, mask_choice, None if pe in (OWN, None) else pe, window, stride,
+                                  apply == "trained model")
+    notes = [note] if note else []
     if mask_choice == "window":
         notes.append(f"Window mask: each query sees {'the w most recent tokens' if cfg.is_causal else 'keys less than w away'}"
                      f" (w = {window}).")
@@ -167,11 +162,12 @@ def head_notes(recording: Recording, layer: int, head: int, notation: str) -> No
     downloads(recording, layer, head, notation)
 
 
-def titled_heatmap(title: str, spec: dict, key: str, filename: str) -> None:
+def titled_heatmap(title: str, spec: dict, key: str, filename: str, choices: list[str]) -> None:
     """A head's heatmap under its title (markdown on the page, plain text at the top of the PNG); a click on a cell
     takes its score apart."""
     st.markdown(title)
-    heatmap(spec, key=key, filename=filename, on_cell=_open_score, png_title=title.replace("**", ""))
+    heatmap(spec, key=key, filename=filename, on_cell=functools.partial(_open_score, choices=choices),
+            png_title=title.replace("**", ""))
 
 
 def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
@@ -179,6 +175,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
     """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     name = model_name(recording)
+    choices = token_choices(tokens, unknown)  # a click writes its query and key to the URL by these labels
     if baseline is None:
         wide = len(tokens) > SIDE_BY_SIDE_TOKENS  # a long text needs the full width to keep its labels readable
         col_main, col_notes = (st.container(), st.container()) if wide else st.columns([3, 2], gap="large")
@@ -186,7 +183,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
             titled_heatmap(f"**Layer {layer}, head {head}** · {labels[1]}",
                            head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
                                              unknown=unknown, notation=notation),
-                           "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}")
+                           "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}", choices)
         with col_notes:
             head_notes(recording, layer, head, notation)
     else:
@@ -197,12 +194,12 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
             titled_heatmap(f"**A** · layer {layer}, head {head} · {labels[0]}",
                            head_heatmap_spec(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
                                              unknown=unknown, notation=notation, height=height),
-                           "head_chart_a", f"{model_name(baseline)}_A_pattern_{where}")
+                           "head_chart_a", f"{model_name(baseline)}_A_pattern_{where}", choices)
         with col_b:
             titled_heatmap(f"**B** · layer {layer}, head {head} · {labels[1]}",
                            head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
                                              unknown=unknown, notation=notation, height=height),
-                           "head_chart", f"{name}_B_pattern_{where}")
+                           "head_chart", f"{name}_B_pattern_{where}", choices)
         with col_d:
             titled_heatmap("**B − A** · red: B attends more, blue: A attends more",
                            difference_heatmap_spec(baseline.pattern(layer)[head], recording.pattern(layer)[head],
@@ -210,7 +207,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
                                                    masked_a=masked_of(baseline, layer),
                                                    masked_b=masked_of(recording, layer), labels_ab=("A", "B"),
                                                    height=height),
-                           "diff_chart", f"{name}_B_minus_A_{where}")
+                           "diff_chart", f"{name}_B_minus_A_{where}", choices)
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
@@ -263,18 +260,25 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n = len(tokens)
     shown = token_labels(tokens, unknown)
-    plain = plain_token_labels(tokens, unknown)
+    choices = token_choices(tokens, unknown)
+    weights = recording.pattern(layer)[head]
+    keep_in_url("qk_query", "qk_key")
     col_query, col_key = st.columns(2)
+    # no default once a value is set (a click on the heatmap, a link): Streamlit warns of a default beside a set value
     with col_query:
-        # no default once a click on the heatmap has set it (Streamlit warns of a default beside a set value)
+        keep_in_range("qk_query", 0, n - 1, "Query token")
         query = st.selectbox("Query token n (the one attending)", list(range(n)),
                              index=None if "qk_query" in st.session_state else n - 1,
-                             format_func=lambda i: f"{i}: {plain[i]}", key="qk_query", bind=BIND)
+                             format_func=choices.__getitem__, key="qk_query", bind=BIND)
+    query = n - 1 if query is None else int(query)
+    heaviest = int(np.argmax(weights[query]))  # the key this head weighs most: its bar is the one that shows
     with col_key:
-        key = st.selectbox("Key token n′ (the one attended to)", list(range(n)), index=0,
-                           format_func=lambda i: f"{i}: {plain[i]}", key="qk_key", bind=BIND)
-    query = n - 1 if query is None else min(int(query), n - 1)
-    key = 0 if key is None else min(int(key), n - 1)
+        keep_in_range("qk_key", 0, n - 1, "Key token")
+        follow_heaviest_key(heaviest)
+        key = st.selectbox("Key token n′ (the one attended to)", list(range(n)),
+                           index=None if "qk_key" in st.session_state else heaviest,
+                           format_func=choices.__getitem__, key="qk_key", bind=BIND)
+    key = heaviest if key is None else int(key)
     b = qk_breakdown(recording, layer, head, query, key)
     where = f"layer {layer}, head {head}" + (" of B" if compared else "")
     vectors = ("the **rotated** vectors: this model runs RoPE, so the scores use q and k after the rotation "
@@ -314,10 +318,32 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
                "check recomputes everything in float64 from the recorded vectors; the model ran in float32.")
 
 
-def _open_score(cell: dict | None) -> None:
-    """Callback: a click on a cell of a head's heatmap takes that score apart in *One score, step by step*."""
+HEAVIEST_KEY = "_qk_heaviest_key"  # the heaviest key when the key picker last followed it
+
+
+def follow_heaviest_key(heaviest: int) -> None:
+    """The key picker opens on the key the head weighs most for the query (the last key, [BOS], often weighs 0 or is
+    masked, and its bar does not show), and follows it as the query, layer or head change, until a key is chosen."""
+    previous = st.session_state.get(HEAVIEST_KEY)
+    if previous is not None and previous != heaviest and st.session_state.get("qk_key") == previous:
+        st.session_state["qk_key"] = heaviest
+    st.session_state[HEAVIEST_KEY] = heaviest
+
+
+def _open_score(cell: dict | None, choices: list[str]) -> None:
+    """Callback: a click on a cell of a head's heatmap takes that score apart in *One score, step by step*.
+    `choices`: the token pickers' options, the labels their values have in the URL."""
     if cell:
-        st.session_state["qk_query"], st.session_state["qk_key"] = int(cell["query"]), int(cell["key"])
+        query, key = int(cell["query"]), int(cell["key"])
+        st.session_state["qk_query"], st.session_state["qk_key"] = query, key
+        for param, value in (("qk_query", query), ("qk_key", key)):
+            try:
+                # Streamlit writes a value set in session state to the URL only for a widget drawn in the last
+                # run: the pickers, in a closed tab, were not, so the link would lack them. Written here instead.
+                st.query_params[param] = choices[value]
+            except StreamlitAPIException:
+                pass  # still bound: the pickers were drawn (a fragment kept them), Streamlit writes the values
+        st.session_state.pop(HEAVIEST_KEY, None)  # a key chosen: the picker stops following the heaviest
         st.session_state["view"] = VIEWS[2]
 
 
@@ -356,16 +382,18 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
     """The head view: a layer, some of its heads and optionally one token; lines from queries to keys."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n, m, h = len(tokens), recording.n_layers, recording.config.n_heads
-    plain = plain_token_labels(tokens, unknown)
+    choices = token_choices(tokens, unknown)
     col_chart, col_controls = st.columns([3, 2], gap="large")
     with col_controls:
+        keep_in_range("lines_layer", 0, m - 1, "Layer")
         layer = st.radio("Layer", list(range(m)), format_func=lambda i: f"L{i}", key="lines_layer", bind=BIND,
                          horizontal=True)
         heads = st.multiselect("Heads (one colour each)", list(range(h)), default=list(range(h)),
                                format_func=lambda i: f"H{i}", key="lines_heads", bind=BIND,
                                help="Colours from the Okabe–Ito palette, told apart by colour-blind readers too.")
+        keep_in_range("lines_token", 0, n - 1, "Token")
         token = st.selectbox("Show the lines of one query token", [None, *range(n)],
-                             format_func=lambda i: "all tokens" if i is None else f"{i}: {plain[i]}",
+                             format_func=lambda i: "all tokens" if i is None else choices[i],
                              key="lines_token", bind=BIND, help="Isolates the keys that this token attends to.")
         layer = 0 if layer is None else min(int(layer), m - 1)
         heads = sorted({int(x) for x in heads or [] if 0 <= int(x) < h})
@@ -455,6 +483,7 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
     """The layer and head pickers, then one tab per view (URL key `view`). Tabs are lazy: only the open one runs
     and is drawn, so a toggle redraws what is on screen (one chart by default: each chart costs the browser about
     twice a plotly draw); a fragment, so picking a head or a tab reruns only this part."""
+    keep_in_url("layer", "head", "view")  # in the URL whatever the timing of the clicks that set them
     layer, head = head_pickers(recording, baseline)
     compared = baseline is not None
     tabs = dict(zip(VIEWS, st.tabs(VIEWS, key="view", bind=BIND)))

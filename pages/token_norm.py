@@ -19,13 +19,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.figures.attention import plain_token_labels  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from core.predictions import standardised  # noqa: E402
-from pages._common import (BIND, get_model, model_picker, models_dir, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, show_grade, text_cards, typed_text_recording,
-                           until_revealed)
+from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, notation_switch,  # noqa: E402
+                           predict_then_reveal, presenter_mode, show_grade, text_cards, token_choices,
+                           typed_text_recording, until_revealed)
 
 PLOT_CONFIG = {"displaylogo": False}
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
@@ -91,7 +90,7 @@ text, recording = typed_text_recording(card)
 model, _ = get_model(card.name, str(models_dir()))
 cfg = recording.config
 tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-labels = [f"{i}: {label}" for i, label in enumerate(plain_token_labels(tokens, unknown))]  # raw text
+labels = token_choices(tokens, unknown)
 pre = cfg.norm == "pre"
 sites = PRE_SITES if pre else POST_SITES
 if not pre:
@@ -105,11 +104,13 @@ with col_site:
                      help="Each block has two; a pre-LN model has one more before the unembedding.")
 which = which if which in sites else "ln1"
 with col_layer:
+    keep_in_range("layer", 0, cfg.n_layers - 1, "Layer")
     layer = st.radio("Layer (block)", list(range(cfg.n_layers)), format_func=lambda i: f"L{i}", key="layer",
                      bind=BIND, horizontal=True, disabled=which == "ln_final",
                      help="ln_final comes after the last block, so the layer does not apply to it.")
 layer = 0 if layer is None else min(int(layer), cfg.n_layers - 1)
 with col_token:
+    keep_in_range("token", 0, len(tokens) - 1, "Token")
     token = st.selectbox("Token", list(range(len(tokens))), format_func=lambda i: labels[i], key="token",
                          bind=BIND, index=min(1, len(tokens) - 1), help="The token shown feature by feature below.")
 token = 0 if token is None else min(int(token), len(tokens) - 1)
@@ -157,6 +158,7 @@ st.caption("Top: the vector TokenNorm receives, with its mean (solid) and mean Â
 
 # --- figure 5 on these activations ------------------------------------------------------------------------
 st.subheader("TokenNorm vs BatchNorm on these activations (seed 001, figure 5)")
+keep_in_range("feature", 0, cfg.d_model - 1, "Feature d")
 feature = st.number_input("Feature d to outline for BatchNorm", 0, cfg.d_model - 1, 0, key="feature", bind=BIND,
                           width=320, help="BatchNorm computes one mean and std per feature, over the tokens of "
                                           "the batch.")

@@ -5,6 +5,7 @@ depends on the bundled models' training."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -116,8 +117,6 @@ def test_all_heads_tab_draws_every_head_and_opens_the_one_picked(app):
 def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
     """The canvas heatmap is sent the recording's own float32 numbers, oriented by the notation, with the masked
     cells those whose score is -inf."""
-    import numpy as np
-
     from pages._common import Setting, get_recording
 
     recording = get_recording(Setting("lm-rope"), app.text_area(key="text").value)
@@ -188,9 +187,10 @@ def test_trained_model_mode_switches_to_the_bundled_model(app):
     app.selectbox(key="pe").select("sinusoidal").run()
     assert_ok(app)
     assert "lm-sinusoidal" in " ".join(i.value for i in app.info)
-    app.selectbox(key="mask").select("window").run()  # no bundled model: falls back to the ablation
+    app.selectbox(key="mask").select("window").run()  # no model trained with both: lm-sinusoidal, window ablated
     assert_ok(app)
-    assert "No bundled model" in " ".join(i.value for i in app.info)
+    notes = [i.value for i in app.info if i.value.startswith(("Showing", "No bundled"))]
+    assert len(notes) == 1 and notes[0].startswith("Showing **lm-sinusoidal**") and "mask window" in notes[0]
 
 
 def test_compare_mode_shows_both_settings_and_their_difference(app):
@@ -259,7 +259,7 @@ def markdown_text(at: AppTest) -> str:
 def test_score_breakdown_shows_the_steps_and_matches_the_recording(app):
     open_view(app, "One score, step by step")
     assert charts(app) == 2  # the products and the softmax row
-    assert app.selectbox(key="qk_query").value == 11 and app.selectbox(key="qk_key").value == 0  # last, [BOS]
+    assert app.selectbox(key="qk_query").value == 11  # the last token
     text = markdown_text(app)
     assert "rotated" in text  # lm-rope: the scores use the rotated q and k
     for step in ("dot product", "scaling", "position bias", "mask", "softmax"):
@@ -269,6 +269,31 @@ def test_score_breakdown_shows_the_steps_and_matches_the_recording(app):
     vectors = next(frame for frame in app.dataframe if "q_i k_i" in frame.value)
     assert len(vectors.value) == 16  # K = D / H = 32 / 2
     assert "q_i before RoPE" in vectors.value
+
+
+def test_score_breakdown_opens_on_the_key_the_head_weighs_most(app):
+    """Not on [BOS], whose weight is often 0: on the heaviest key of the query's row, followed as the query and the
+    head change, until a key is chosen."""
+    from pages._common import Setting, get_recording
+
+    pattern = get_recording(Setting("lm-rope"), app.text_area(key="text").value).pattern
+
+    def heaviest(layer: int, head: int, query: int) -> int:
+        return int(np.argmax(pattern(layer)[head][query]))
+
+    open_view(app, "One score, step by step")
+    assert app.selectbox(key="qk_key").value == heaviest(0, 0, 11)
+    weight = pattern(0)[0][11].max()
+    assert f"**{weight:.4f}**" in markdown_text(app)  # the weight the chain ends on: the row's largest
+    app.selectbox(key="qk_query").select(5).run()
+    assert app.selectbox(key="qk_key").value == heaviest(0, 0, 5)
+    app.radio(key="head").set_value(1).run()
+    assert app.selectbox(key="qk_key").value == heaviest(0, 1, 5)
+    chosen = next(k for k in range(6) if k != heaviest(0, 1, 5) and k != heaviest(1, 1, 5))
+    app.selectbox(key="qk_key").select(chosen).run()
+    app.radio(key="layer").set_value(1).run()
+    assert_ok(app)
+    assert app.selectbox(key="qk_key").value == chosen  # chosen: it stays
 
 
 def test_score_breakdown_follows_query_key_and_head(app):

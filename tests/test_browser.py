@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -42,13 +43,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_app(models: Path, log: Path):
-    """`streamlit run app.py` on a free port reading models from `models`; yields its URL, stops it after."""
+def serve_app(models: Path, log: Path, runner: tuple[str, ...] = ("-m", "streamlit", "run")):
+    """`streamlit run app.py` on a free port reading models from `models`; yields its URL, stops it after. `runner`:
+    what runs app.py, after the Python interpreter."""
     port = _free_port()
     env = {**os.environ, "ATTENTION_LAB_MODELS_DIR": str(models), "PYTHONUNBUFFERED": "1"}
     with open(log, "w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+            [sys.executable, *runner, "app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -219,3 +221,91 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length === 0")  # stale charts go
     assert page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_5_error")
+
+
+def view_of(page) -> tuple:
+    """What the text explorer shows: the chosen layer and head, the open tab and the score taken apart."""
+    checked = page.locator('[data-testid="stRadio"] label:has(input:checked)')
+    # four radios have a choice (notation, apply, layer, head); they may be drawn a moment after the run ends
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stRadio\"] input:checked').length >= 4",
+                           timeout=10_000)
+    return (tuple(sorted(checked.all_inner_texts())), page.locator('[role="tab"][aria-selected="true"]').inner_text(),
+            page.locator("p", has_text="Query ").filter(has_text=" in layer ").first.inner_text().split(" —")[0])
+
+
+def fresh_page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1800})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    return context, page
+
+
+def test_a_clicked_cell_is_in_the_url_and_the_link_reopens_it(server, page, shoot):
+    page.goto(f"{server}/?layer=L1&head=H1")
+    page.wait_for_selector(HEATMAP)
+    wait_idle(page)
+    page.mouse.click(*cell_point(page, 6, 4))  # query 6 "cabinet", key 4 "the"
+    page.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+    wait_idle(page)
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
+    assert query == {"layer": "L1", "head": "H1", "view": "One score, step by step", "qk_query": "6: cabinet",
+                     "qk_key": "4: the"}, page.url
+    shown = view_of(page)
+    context, reopened = fresh_page(page.context.browser)
+    reopened.goto(page.url)
+    reopened.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+    wait_idle(reopened)
+    assert view_of(reopened) == shown and reopened.locator(ERROR).count() == 0
+    shoot(reopened, "text_explorer_6_clicked_cell_reopened")
+    context.close()
+
+
+def test_a_shared_link_opens_the_same_view_every_time(server, page):
+    link = (f"{server}/?layer=L1&head=H1&view=One+score%2C+step+by+step&qk_query=6%3A+cabinet&qk_key=4%3A+the"
+            "&notation=paper")
+    views, urls = set(), set()
+    for _ in range(10):
+        context, fresh = fresh_page(page.context.browser)
+        fresh.goto(link)
+        fresh.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+        wait_idle(fresh)
+        assert fresh.locator(ERROR).count() == 0
+        views.add(view_of(fresh))
+        urls.add(frozenset(urllib.parse.parse_qsl(urllib.parse.urlsplit(fresh.url).query)))
+        context.close()
+    assert len(views) == 1 and len(urls) == 1, (views, urls)
+    (checked, tab, _), = views
+    assert {"L1", "H1", "paper"} <= set(checked) and tab == "One score, step by step"
+    assert urls == {frozenset(urllib.parse.parse_qsl(urllib.parse.urlsplit(link).query))}
+
+
+@pytest.fixture(scope="module")
+def slow_url_server(tmp_path_factory):
+    """The app on the bundled models (4 layers, 4 heads), its URL writes delayed (tests/slow_url_streamlit.py) as on
+    a busy machine."""
+    from core.registry import MODELS_DIR
+
+    with serve_app(MODELS_DIR, tmp_path_factory.mktemp("slow_url") / "streamlit.log",
+                   runner=(str(Path(__file__).with_name("slow_url_streamlit.py")),)) as url:
+        yield url
+
+
+def test_a_head_picked_while_a_click_runs_stays_in_the_url(slow_url_server, page):
+    """A run that writes the URL (here the cell click's) sends the query string its request carried: a layer and head
+    picked in the browser while it ran were dropped from the URL, the page still showing them (before
+    pages._common.keep_in_url)."""
+    for _ in range(3):
+        context, fresh = fresh_page(page.context.browser)
+        fresh.goto(slow_url_server)
+        fresh.wait_for_selector(HEATMAP)
+        wait_idle(fresh)
+        fresh.mouse.click(*cell_point(fresh, 6, 4))
+        fresh.locator(".st-key-layer").get_by_text("L2", exact=True).click()  # no wait: while the click runs
+        fresh.locator(".st-key-head").get_by_text("H3", exact=True).click()
+        fresh.get_by_text("Query 6: cabinet and key 4: the in layer 2, head 3").wait_for()
+        wait_idle(fresh)
+        fresh.wait_for_timeout(1000)
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(fresh.url).query))
+        assert {"L2", "H3"} <= set(view_of(fresh)[0])
+        assert (query.get("layer"), query.get("head"), query.get("qk_query")) == ("L2", "H3", "6: cabinet"), fresh.url
+        context.close()

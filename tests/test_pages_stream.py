@@ -68,9 +68,11 @@ def test_token_norm_page_reads_the_url(app):
     ok(at)
     assert (at.radio(key="layer").value, at.radio(key="norm").value, at.selectbox(key="token").value,
             at.number_input(key="feature").value) == (1, "ln2", 2, 5)
-    at = app(TOKEN_NORM, layer="L9", norm="nonsense", token="99: x")  # invalid values fall back to the defaults
-    ok(at)
-    assert (at.radio(key="layer").value, at.radio(key="norm").value, at.selectbox(key="token").value) == (0, "ln1", 1)
+    at = app(TOKEN_NORM, layer="L9", norm="nonsense", token="99: x", feature="999")  # out of range: the nearest
+    ok(at)                                                                           # valid one; invalid: default
+    assert (at.radio(key="layer").value, at.radio(key="norm").value, at.selectbox(key="token").value,
+            at.number_input(key="feature").value) == (1, "ln1", 11, 31)
+    assert len([info for info in at.info if "out of range" in info.value]) == 3
 
 
 @pytest.mark.parametrize("page", [TOKEN_NORM, RESIDUAL])
