@@ -106,16 +106,17 @@ class Setting:
                        stride=self.stride if self.mask == "strided" else 0)
 
     def describe(self, card: ModelCard | None = None) -> str:
+        """"model · mask … · encoding …", each once; "(own)" marks the model's own (known from its card)."""
         parts = [self.model]
         if self.mask is not None:
             parts.append({"window": f"mask window({self.window})", "strided": f"mask strided({self.stride})"}
                          .get(self.mask, f"mask {self.mask}"))
         elif card is not None:
-            parts.append(f"own mask {card.config.mask}")
+            parts.append(f"mask {card.config.mask} (own)")
         if self.pe is not None:
-            parts.append(f"position encoding {self.pe}")
+            parts.append(f"encoding {self.pe}")
         elif card is not None:
-            parts.append(f"own encoding {card.config.pos_encoding}")
+            parts.append(f"encoding {card.config.pos_encoding} (own)")
         return " · ".join(parts)
 
 

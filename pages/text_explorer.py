@@ -510,7 +510,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
     unknown_warning(unknown)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))
-    st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")
+    st.caption(f"Running: {labels[1]}")
     views(recording, baseline, labels, notation)
 
 

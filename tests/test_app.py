@@ -138,10 +138,24 @@ def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
 
 def test_head_chart_in_presenter_mode_and_the_title_its_png_carries(app):
     spec = heatmap_spec(app, "head_chart")
-    assert spec["font_scale"] == 1 and spec["png_title"] == "Layer 0, head 0 · lm-rope · own mask causal · own encoding rope"
+    assert spec["font_scale"] == 1 and spec["png_title"] == "Layer 0, head 0 · lm-rope · mask causal (own) · encoding rope (own)"
     app.sidebar.toggle(key="presenter").set_value(True).run()
     assert_ok(app)
     assert heatmap_spec(app, "head_chart")["font_scale"] == pytest.approx(20 / 12)  # as the plotly charts' 20 px
+
+
+def running_caption(at: AppTest) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("Running:"))
+
+
+def test_running_caption_names_the_mask_and_the_encoding_once(app):
+    assert running_caption(app) == "Running: lm-rope · mask causal (own) · encoding rope (own)"
+    app.selectbox(key="mask").select("none").run()
+    app.selectbox(key="pe").select("sinusoidal").run()
+    assert_ok(app)
+    caption = running_caption(app)
+    assert caption == "Running: lm-rope · mask none · encoding sinusoidal"
+    assert caption.count("mask") == caption.count("encoding") == 1
 
 
 def test_typing_text_updates_the_tokens(app):
