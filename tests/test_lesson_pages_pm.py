@@ -3,6 +3,7 @@ control at least once, the URL read back, the "predict, then reveal" prompts, ba
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,8 @@ def test_masks_page_renders_the_editor_and_generation(app):
     assert at.title[0].value == "Masks & generation"
     assert len(mask_grids(at)) == 1
     assert len(specs(at)) == 3  # the model under the mask, attention while generating, the last step's choice
+    choice = json.loads(specs(at)[2])["data"]  # greedy by default: the argmax taken, nothing sampled
+    assert len(choice) == 1 and "greedy" in choice[0]["name"] and "sampled from" not in choice[0]["name"]
     assert "0 cells switched from the causal preset" in text_of(at.caption)
     assert [b.key for b in at.button] == ["predict_empty_row__reveal", "predict_incremental__reveal",
                                           "predict_cache__reveal"]
