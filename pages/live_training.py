@@ -155,7 +155,8 @@ def settings() -> RunSpec | str:
 def schedule_preview(spec: RunSpec) -> None:
     rates = rate_curve(spec)
     fig = lines_over_steps({"learning rate": (np.arange(1, spec.steps + 1), rates)}, title="", y_title="rate",
-                           colors=[run_color(0)], height=180, markers=False)
+                           colors=[run_color(0)], height=180, markers=False,
+                           from_zero=True)
     chart(fig, "tr_schedule_chart", "learning_rate_schedule", zoom=False)
     note = f"Peak {rates.max():.3g} at step {int(np.argmax(rates)) + 1}, last step {rates[-1]:.3g}."
     if spec.schedule == "noam":
