@@ -22,7 +22,8 @@ import streamlit as st  # noqa: E402
 
 from core import position_lab as lab  # noqa: E402
 from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap,  # noqa: E402
-                                    permutation_grid, rope_pair_figure, similarity_heatmap, similarity_profile)
+                                    permutation_grid, rope_pair_figure, similarity_colours, similarity_heatmap,
+                                    similarity_profile)
 from core.lens import stream_labels  # noqa: E402
 from core.positions import alibi_slopes  # noqa: E402
 from core.record import TextInputError, encode_text  # noqa: E402
@@ -88,7 +89,7 @@ def tables_section(model) -> None:
         chart(similarity_heatmap(similarity, title="e_n · e_m: how alike two positions are"),
               key="similarity_chart", filename=f"{encoding}_similarity")
         st.caption("Row n, column m: how alike positions n and m look to a dot product, which is what attention "
-                   "computes. Red: alike, blue: opposed.")
+                   f"computes. {similarity_colours(similarity)[1]}")
     position = int(st.slider("Position n to compare", 0, n - 1, min(10, n - 1), key="similar_to", bind=BIND))
 
     def reveal(_prediction) -> None:

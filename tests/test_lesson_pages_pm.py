@@ -70,6 +70,9 @@ def test_positions_page_renders_every_section(app):
     assert [b.key for b in at.button] == ["predict_similar__reveal", "predict_length__reveal",
                                           "predict_no_mask__reveal", "predict_causal__reveal"]
     assert "max |R(nθ)·before − after|" in text_of(at.caption)
+    similarity = json.loads(specs(at)[1])["data"][0]  # sinusoidal: all positive, so one sequential scale
+    assert similarity["zmin"] > 0 and "Every value here is positive" in text_of(at.caption)
+    assert "blue: opposed" not in text_of(at.caption)
 
 
 def test_positions_tables_follow_encoding_positions_and_reveal_the_neighbours(app):
