@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from core.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS
 from core.lru import ByteLRU  # noqa: E402
 from core.masks import MaskSpec  # noqa: E402
 from core.model import Transformer  # noqa: E402
-from core.record import TextInputError, record_text  # noqa: E402
+from core.record import TextInputError, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
 
 if PagesManager.uses_pages_directory:
@@ -161,9 +163,23 @@ def get_recording(setting: Setting, text: str) -> Recording | str:
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
 
 
+def literal(text: str) -> str:
+    """Text a user or a link supplied (or a message quoting it) as literal markdown: *, [, `, :, $ and the like are
+    shown, not obeyed. The one way such text reaches st.markdown, st.error and the like."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
+
+
 def show_input_error(message: str) -> None:
-    """The reason a text or setting cannot be run, as an error box; the text stays in its box to edit."""
-    st.error(f"**Can't run this:** {message}", icon="⚠️")
+    """The reason a text or setting cannot be run, as an error box (the message may quote what was typed, so it
+    is shown literally); the text stays in its box to edit."""
+    st.error(f"**Can't run this:** {literal(message)}", icon="⚠️")
+
+
+def known_words_expander(words_by_kind: dict[str, Sequence[str]], *, expanded: bool = False) -> None:
+    """The words a model knows, by kind, in a collapsed expander: what a class may type."""
+    total = sum(len(words) for words in words_by_kind.values())
+    with st.expander(f"Words the model knows ({total})", icon=":material/dictionary:", expanded=expanded):
+        st.markdown("\n".join(f"- **{kind}**: {literal(' '.join(words))}" for kind, words in words_by_kind.items()))
 
 
 DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
@@ -177,16 +193,21 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     if isinstance(recording, str):
         show_input_error(recording)
         st.stop()
-    unknown_warning(recording.meta["unknown"])
+    unknown_warning(recording.meta["tokens"], recording.meta["unknown"])
     return text, recording
 
 
-def unknown_warning(unknown: list[bool]) -> None:
-    """A warning when some tokens are not in the model's vocabulary (a grammar sentence on an algorithmic model,
-    emoji, misspellings): the model reads them all as one [UNK] token."""
+def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool]) -> None:
+    """A warning when some tokens are not in the model's vocabulary (emoji, misspellings, words outside the
+    grammar), naming them: the model reads them all as one [UNK] token. The words it knows follow, to pick from."""
+    from core.figures.attention import plain_token_labels  # figures import plotly: only pages that draw pay
+
     if any(unknown):
-        st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] "
-                   "(marked ⟨…⟩?).", icon=":material/help:")
+        words = ", ".join(dict.fromkeys(plain for plain, is_unknown in zip(plain_token_labels(tokens), unknown)
+                                        if is_unknown))
+        st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
+                   f"⟨…⟩?): {literal(words)}", icon=":material/help:")
+        known_words_expander(tokenizer().known_words())
 
 
 # ---------------------------------------------------------------------------------------------------------

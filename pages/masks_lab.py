@@ -13,7 +13,6 @@ prompt, n_new, decoding, temperature, top_k, top_p, sample_seed, step, gen_layer
 
 from __future__ import annotations
 
-import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -35,7 +34,7 @@ from core.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells, full
 from core.position_lab import ROUNDING, incremental_change  # noqa: E402
 from core.record import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
-from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, model_picker, models_dir,  # noqa: E402
+from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, literal, model_picker, models_dir,  # noqa: E402
                            predict_then_reveal, presenter_mode, shared_result, show_input_error, text_cards)
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
@@ -49,11 +48,6 @@ MaskRows = tuple[tuple[bool, ...], ...]  # a mask as a hashable cache key
 
 def as_rows(allowed: torch.Tensor) -> MaskRows:
     return tuple(tuple(bool(v) for v in row) for row in allowed.tolist())
-
-
-def literal(token: str) -> str:
-    """A token as literal markdown (typed text may hold *, [, ` and the like)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", token)
 
 
 @shared_result

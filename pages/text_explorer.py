@@ -507,7 +507,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
     st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
-    unknown_warning(unknown)
+    unknown_warning(tokens, unknown)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))
     st.caption(f"Running: {labels[1]}")
