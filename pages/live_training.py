@@ -31,8 +31,8 @@ from core.config import ConfigError  # noqa: E402
 from core.figures.attention import head_heatmap, small_multiples  # noqa: E402
 from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
 from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, RunSpec,  # noqa: E402
-                       RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, archive, encodings_for,
-                       masks_for, rate_curve)
+                       RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, accuracy_guide, archive,
+                       encodings_for, masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
 from pages._common import BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode  # noqa: E402
 
@@ -204,10 +204,30 @@ def pattern_note(view: RunView) -> None:
                    f"{PATTERN_THRESHOLD}).")
 
 
+def result_note(view: RunView) -> None:
+    """The run's accuracy and loss now (mean of the last 25 steps), and what they mean for its task: the level of
+    a model that learned only the easy part, and the level of one that learned the task (core.live.accuracy_guide).
+    When the run has ended, a verdict."""
+    guide = accuracy_guide(view.spec.task)
+    accuracy, loss = (float(np.mean(view.history[name][-25:])) for name in ("accuracy", "loss"))
+    line = f"Batch accuracy **{accuracy:.2f}**, loss **{loss:.2f}** (means of the last 25 steps). {guide.text}"
+    verdict = guide.verdict(accuracy) if not view.alive else ""
+    if verdict == "learned":
+        st.success(f"**Learned the task.** {line}", icon=":material/check_circle:")
+    elif verdict == "partly":
+        st.warning(f"**Partly learned:** above the guessing level, short of {guide.learned:g}. {line} More steps "
+                   "usually finish the job.", icon=":material/trending_up:")
+    elif verdict == "not yet":
+        st.warning(f"**Not learned:** still near the guessing level. {line}", icon=":material/trending_flat:")
+    else:
+        st.caption(line)
+
+
 def curves(view: RunView) -> None:
     if view.steps_done == 0:
         st.info("Building the data and the model…", icon=":material/hourglass_top:")
         return
+    result_note(view)
     chart(training_curves([(f"run {view.run_id[:6]}", view.history)], clips=[view.spec.clip]), "tr_curves",
           "training_curves")
     chart(gradient_norm_figure(view.history["step"], view.grad_norms), "tr_grad_layers", "gradient_norm_per_layer")

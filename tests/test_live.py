@@ -15,6 +15,7 @@ import torch
 from torch.nn import functional as F
 
 from core import live, registry
+from core.data import algorithmic
 from core.analysis import mirrored_score
 from core.checkpoint import load_checkpoint
 from core.config import ConfigError
@@ -330,3 +331,13 @@ def test_log_axes_write_their_ticks_in_full_and_the_rate_axis_shows_the_rate():
     assert preview.layout.yaxis.range[0] == 0 and 0.03 < preview.layout.yaxis.range[1] < 0.05
     norms = lines_over_steps({"σ": ([0, 10], [0.4, 3.0])}, title="", y_title="σ", log=True)
     assert_ticks_written_in_full(norms.layout.yaxis)
+
+
+def test_the_accuracy_guide_reads_a_run_by_its_task():
+    reversal = live.accuracy_guide("reversal")
+    lengths = range(algorithmic.MIN_LENGTH, algorithmic.MAX_LENGTH + 1)
+    assert reversal.guess == pytest.approx(np.mean([1 / n for n in lengths]))  # copying a random input symbol
+    assert [reversal.verdict(a) for a in (0.1, 0.5, 0.99)] == ["not yet", "partly", "learned"]
+    assert live.accuracy_guide("shapes").guess == pytest.approx(1 / 6)
+    language = live.accuracy_guide("grammar-lm")
+    assert language.verdict(0.4) == "" and "far below 1" in language.text
