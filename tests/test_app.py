@@ -10,6 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.checkpoint import ModelCard, save_checkpoint
+from core.figures.attention import HEAD_VIEW_TOKENS
 from core.config import ModelConfig
 from core.model import Transformer
 from core.record import tokenizer
@@ -341,6 +342,22 @@ def test_head_view_heads_and_token(app):
     app.multiselect(key="lines_heads").set_value([]).run()
     assert not app.exception and not app.error and charts(app) == 0
     assert "Pick at least one head" in " ".join(i.value for i in app.info)
+
+
+def test_head_view_of_a_long_text_draws_a_window_and_says_so(app):
+    app.text_area(key="text").input("the dog runs . " * 14).run()  # 57 tokens with [BOS]: past the window
+    open_view(app, "Head view")
+    assert_ok(app)
+    ticks = chart_spec(app, "lines_chart")["layout"]["yaxis"]["ticktext"]
+    assert len(ticks) == 1 + HEAD_VIEW_TOKENS and ticks[0].startswith("0:") and ticks[1].startswith("1:")
+    assert "A window of the text" in " ".join(c.value for c in app.caption)
+    app.slider(key="lines_from").set_value(9).run()
+    assert_ok(app)
+    ticks = chart_spec(app, "lines_chart")["layout"]["yaxis"]["ticktext"]
+    assert ticks[1].startswith("9:") and ticks[-1].startswith(f"{8 + HEAD_VIEW_TOKENS}:")
+    app.text_area(key="text").input("the dog runs .").run()
+    assert_ok(app)
+    assert not [s for s in app.slider if s.key == "lines_from"]  # a short text is drawn whole
 
 
 def test_rollout_rows_sum_to_one_in_both_notations(app):
