@@ -215,8 +215,8 @@ def result_note(view: RunView) -> None:
     if verdict == "learned":
         st.success(f"**Learned the task.** {line}", icon=":material/check_circle:")
     elif verdict == "partly":
-        st.warning(f"**Partly learned:** above the guessing level, short of {guide.learned:g}. {line} More steps "
-                   "usually finish the job.", icon=":material/trending_up:")
+        st.warning(f"**Partly learned:** above the guessing level, short of {guide.learned:g}. {line} More steps, or "
+                   "another position encoding (try the recipe with relative positions), may finish the job.", icon=":material/trending_up:")
     elif verdict == "not yet":
         st.warning(f"**Not learned:** still near the guessing level. {line}", icon=":material/trending_flat:")
     else:
