@@ -110,7 +110,7 @@ def sampling_legend(sampling: Sampling) -> tuple[str, str | None]:
     """The bars' legend names: the model's distribution, and the one the token was drawn from (None when greedy
     decoding drew nothing: it took the argmax)."""
     if sampling.greedy:
-        return "the model's p = softmax(logits); greedy: ▶ is the argmax, taken (nothing sampled)", None
+        return "the model's p = softmax(logits)<br>greedy: ▶ is the argmax, taken (nothing sampled)", None
     cuts = [f"top-k {sampling.top_k}"] * bool(sampling.top_k) + [f"top-p {sampling.top_p:g}"] * (sampling.top_p < 1)
     drawn = f"p cut to {' and '.join(cuts)}, renormalised" if cuts else "p itself (no top-k or top-p cut)"
     return f"the model's p = softmax(logits / {sampling.temperature:g})", f"sampled from: {drawn}"

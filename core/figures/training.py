@@ -52,7 +52,7 @@ def rate_axis(rates: Iterable[Sequence[float]]) -> dict:
     """A learning-rate axis from 0 to just above the largest rate: a constant rate is drawn at its height, not
     flat in the middle of plotly's default ±1 range around it."""
     top = max((float(np.nanmax(r)) for r in rates if len(r)), default=0.0)
-    return dict(range=[0, top * 1.1 if top > 0 else 1], tickformat="~g")
+    return dict(range=[0, top * 1.2 if top > 0 else 1], tickformat="~g")
 
 
 def run_color(index: int) -> str:
