@@ -3,7 +3,6 @@ control at least once, the URL read back, the "predict, then reveal" prompts, ba
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -70,7 +69,7 @@ def test_positions_page_renders_every_section(app):
     assert [b.key for b in at.button] == ["predict_similar__reveal", "predict_length__reveal",
                                           "predict_no_mask__reveal", "predict_causal__reveal"]
     assert "max |R(nθ)·before − after|" in text_of(at.caption)
-    similarity = json.loads(specs(at)[1])["data"][0]  # sinusoidal: all positive, so one sequential scale
+    similarity = specs(at)[1]["data"][0]  # sinusoidal: all positive, so one sequential scale
     assert similarity["zmin"] > 0 and "Every value here is positive" in text_of(at.caption)
     assert "blue: opposed" not in text_of(at.caption)
 
@@ -194,7 +193,7 @@ def test_masks_page_renders_the_editor_and_generation(app):
     assert at.title[0].value == "Masks & generation"
     assert len(mask_grids(at)) == 1
     assert len(specs(at)) == 3  # the model under the mask, attention while generating, the last step's choice
-    choice = json.loads(specs(at)[2])["data"]  # greedy by default: the argmax taken, nothing sampled
+    choice = specs(at)[2]["data"]  # greedy by default: the argmax taken, nothing sampled
     assert len(choice) == 1 and "greedy" in choice[0]["name"] and "sampled from" not in choice[0]["name"]
     assert "0 cells switched from the causal preset" in text_of(at.caption)
     assert [b.key for b in at.button] == ["predict_empty_row__reveal", "predict_incremental__reveal",
