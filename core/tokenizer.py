@@ -140,6 +140,14 @@ class TextTokenizer:
     def token_to_id(self, s: str) -> int | None:
         return self._tokenizer.token_to_id(s)
 
+    def known_words(self) -> dict[str, list[str]]:
+        """The words in the vocabulary by kind: the grammar's (grammar.lexicon_by_kind) and the algorithmic
+        tasks' symbols; only those with an id, so the list is what this tokenizer reads."""
+        kinds = grammar.lexicon_by_kind() | {
+            "symbols of the reversal, copy and sort tasks": (*algorithmic.SYMBOLS, algorithmic.SEPARATOR)}
+        known = {kind: [word for word in words if self.token_to_id(word) is not None] for kind, words in kinds.items()}
+        return {kind: words for kind, words in known.items() if words}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

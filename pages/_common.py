@@ -14,6 +14,7 @@ import functools
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from core.lru import ByteLRU  # noqa: E402
 from core.masks import MaskSpec  # noqa: E402
 from core.model import Transformer  # noqa: E402
 from core.predictions import Grade  # noqa: E402
-from core.record import TextInputError, record_text  # noqa: E402
+from core.record import TextInputError, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
 
 if PagesManager.uses_pages_directory:
@@ -108,16 +109,17 @@ class Setting:
                        stride=self.stride if self.mask == "strided" else 0)
 
     def describe(self, card: ModelCard | None = None) -> str:
+        """"model · mask … · encoding …", each once; "(own)" marks the model's own (known from its card)."""
         parts = [self.model]
         if self.mask is not None:
             parts.append({"window": f"mask window({self.window})", "strided": f"mask strided({self.stride})"}
                          .get(self.mask, f"mask {self.mask}"))
         elif card is not None:
-            parts.append(f"own mask {card.config.mask}")
+            parts.append(f"mask {card.config.mask} (own)")
         if self.pe is not None:
-            parts.append(f"position encoding {self.pe}")
+            parts.append(f"encoding {self.pe}")
         elif card is not None:
-            parts.append(f"own encoding {card.config.pos_encoding}")
+            parts.append(f"encoding {card.config.pos_encoding} (own)")
         return " · ".join(parts)
 
 
@@ -162,9 +164,23 @@ def get_recording(setting: Setting, text: str) -> Recording | str:
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
 
 
+def literal(text: str) -> str:
+    """Text a user or a link supplied (or a message quoting it) as literal markdown: *, [, `, :, $ and the like are
+    shown, not obeyed. The one way such text reaches st.markdown, st.error and the like."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
+
+
 def show_input_error(message: str) -> None:
-    """The reason a text or setting cannot be run, as an error box; the text stays in its box to edit."""
-    st.error(f"**Can't run this:** {message}", icon="⚠️")
+    """The reason a text or setting cannot be run, as an error box (the message may quote what was typed, so it
+    is shown literally); the text stays in its box to edit."""
+    st.error(f"**Can't run this:** {literal(message)}", icon="⚠️")
+
+
+def known_words_expander(words_by_kind: dict[str, Sequence[str]], *, expanded: bool = False) -> None:
+    """The words a model knows, by kind, in a collapsed expander: what a class may type."""
+    total = sum(len(words) for words in words_by_kind.values())
+    with st.expander(f"Words the model knows ({total})", icon=":material/dictionary:", expanded=expanded):
+        st.markdown("\n".join(f"- **{kind}**: {literal(' '.join(words))}" for kind, words in words_by_kind.items()))
 
 
 DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
@@ -178,7 +194,7 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     if isinstance(recording, str):
         show_input_error(recording)
         st.stop()
-    unknown_warning(recording.meta["unknown"])
+    unknown_warning(recording.meta["tokens"], recording.meta["unknown"])
     return text, recording
 
 
@@ -191,12 +207,17 @@ def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
     return numbered_labels(plain_token_labels(tokens, unknown))
 
 
-def unknown_warning(unknown: list[bool]) -> None:
-    """A warning when some tokens are not in the model's vocabulary (a grammar sentence on an algorithmic model,
-    emoji, misspellings): the model reads them all as one [UNK] token."""
+def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool]) -> None:
+    """A warning when some tokens are not in the model's vocabulary (emoji, misspellings, words outside the
+    grammar), naming them: the model reads them all as one [UNK] token. The words it knows follow, to pick from."""
+    from core.figures.attention import plain_token_labels  # figures import plotly: only pages that draw pay
+
     if any(unknown):
-        st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] "
-                   "(marked ⟨…⟩?).", icon=":material/help:")
+        words = ", ".join(dict.fromkeys(plain for plain, is_unknown in zip(plain_token_labels(tokens), unknown)
+                                        if is_unknown))
+        st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
+                   f"⟨…⟩?): {literal(words)}", icon=":material/help:")
+        known_words_expander(tokenizer().known_words())
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -398,11 +419,6 @@ def chart(fig, key: str, filename: str, *, zoom: bool = True, **kwargs):
     if st.session_state.get("presenter"):
         fig.update_layout(font_size=PRESENTER_FONT, hoverlabel_font_size=PRESENTER_FONT)
     return st.plotly_chart(fig, key=key, config=png_config(filename, zoom=zoom), **kwargs)
-
-
-def literal(text: str) -> str:
-    """Text as literal markdown: a token of typed text may hold *, [, ` and the like."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
 
 
 def predict_then_reveal(key: str, question: str, options: list[str] | None, reveal, about: str = "") -> bool:

@@ -19,14 +19,16 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
+from core.data import grammar  # noqa: E402
 from core.data.translation import (HELDOUT_SEED, SourceSentence, TranslationInputError, generate_pairs,  # noqa: E402
                                    read_source, vocabularies)
 from core.figures.attention import HEAD_COLORS, head_heatmap  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
 from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun, alignment_mass,  # noqa: E402
                           list_seq2seq_cards, load_seq2seq, run_translation)
-from pages._common import (BIND, chart, keep_in_range, literal, notation_switch, predict_then_reveal,  # noqa: E402
-                           presenter_mode, revealed, show_grade, show_input_error, until_revealed)
+from pages._common import (BIND, chart, keep_in_range, known_words_expander, literal, notation_switch,  # noqa: E402
+                           predict_then_reveal, presenter_mode, revealed, show_grade, show_input_error,
+                           until_revealed)
 
 DEFAULT_MODEL = "tailish"
 DEFAULT_SOURCE = "the dog that the children loved chased two old cats ."
@@ -129,12 +131,14 @@ def source_box() -> str:
     if "source" not in st.session_state:  # the examples set it; a default beside a set value would be ignored
         st.session_state["source"] = st.query_params.get("source", DEFAULT_SOURCE)
     text = st.text_input("English sentence (the source)", key="source", bind=BIND,
-                         help="Lowercase words of the grammar (core/data/grammar.py), ending with ' .'; press Enter.")
+                         help="Lowercase words the model knows (listed below), ending with ' .'; press Enter.")
     with st.container(horizontal=True, gap="small"):
         for label, sentence in EXAMPLES.items():
             st.button(label, key=f"example_{label}", on_click=_set_source, args=(sentence,), help=sentence)
-        st.button("a held-out sentence", key="heldout", on_click=_next_heldout, icon=":material/shuffle:",
-                  help="The next sentence of the held-out split: never trained on.")
+        st.button("a new sentence from the generator", key="heldout", on_click=_next_heldout,
+                  icon=":material/shuffle:", help="A sentence of our grammar's generator, from its held-out split: "
+                                                  "grammatical, and never trained on.")
+    known_words_expander(grammar.lexicon_by_kind())
     return text or ""
 
 

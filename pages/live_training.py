@@ -31,8 +31,8 @@ from core.config import ConfigError  # noqa: E402
 from core.figures.attention import head_heatmap, small_multiples  # noqa: E402
 from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
 from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, RunSpec,  # noqa: E402
-                       RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, archive, encodings_for,
-                       masks_for, rate_curve)
+                       RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, accuracy_guide, archive,
+                       encodings_for, masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
 from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
 from pages._common import (BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode,  # noqa: E402
@@ -158,7 +158,8 @@ def settings() -> RunSpec | str:
 def schedule_preview(spec: RunSpec) -> None:
     rates = rate_curve(spec)
     fig = lines_over_steps({"learning rate": (np.arange(1, spec.steps + 1), rates)}, title="", y_title="rate",
-                           colors=[run_color(0)], height=180, markers=False)
+                           colors=[run_color(0)], height=180, markers=False,
+                           from_zero=True)
     chart(fig, "tr_schedule_chart", "learning_rate_schedule", zoom=False)
     note = f"Peak {rates.max():.3g} at step {int(np.argmax(rates)) + 1}, last step {rates[-1]:.3g}."
     if spec.schedule == "noam":
@@ -208,10 +209,30 @@ def pattern_note(view: RunView) -> None:
                    f"{PATTERN_THRESHOLD}).")
 
 
+def result_note(view: RunView) -> None:
+    """The run's accuracy and loss now (mean of the last 25 steps), and what they mean for its task: the level of
+    a model that learned only the easy part, and the level of one that learned the task (core.live.accuracy_guide).
+    When the run has ended, a verdict."""
+    guide = accuracy_guide(view.spec.task)
+    accuracy, loss = (float(np.mean(view.history[name][-25:])) for name in ("accuracy", "loss"))
+    line = f"Batch accuracy **{accuracy:.2f}**, loss **{loss:.2f}** (means of the last 25 steps). {guide.text}"
+    verdict = guide.verdict(accuracy) if not view.alive else ""
+    if verdict == "learned":
+        st.success(f"**Learned the task.** {line}", icon=":material/check_circle:")
+    elif verdict == "partly":
+        st.warning(f"**Partly learned:** above the guessing level, short of {guide.learned:g}. {line} More steps, or "
+                   "another position encoding (try the recipe with relative positions), may finish the job.", icon=":material/trending_up:")
+    elif verdict == "not yet":
+        st.warning(f"**Not learned:** still near the guessing level. {line}", icon=":material/trending_flat:")
+    else:
+        st.caption(line)
+
+
 def curves(view: RunView) -> None:
     if view.steps_done == 0:
         st.info("Building the data and the model…", icon=":material/hourglass_top:")
         return
+    result_note(view)
     chart(training_curves([(f"run {view.run_id[:6]}", view.history)], clips=[view.spec.clip]), "tr_curves",
           "training_curves")
     chart(gradient_norm_figure(view.history["step"], view.grad_norms), "tr_grad_layers", "gradient_norm_per_layer")

@@ -310,7 +310,8 @@ def generation_section(card) -> None:
                 f"seed {sampling.seed}")
             st.markdown(f"**Step {step}:** after *{literal(tokens[p + step - 2])}*, chose "
                         f"**{literal(tokens[p + step - 1])}** ({rule})")
-            chart(next_token_bars(labels, choice.probs[ids], choice.kept[ids], list(ids).index(choice.token)),
+            chart(next_token_bars(labels, choice.probs[ids], choice.kept[ids], list(ids).index(choice.token),
+                                  sampling),
                   key="choice_chart", filename=f"{card.name}_step{step}_choice", zoom=False)
 
     def reveal(prediction: str | None) -> None:

@@ -25,8 +25,8 @@ from core import length_lab  # noqa: E402
 from core import position_lab as lab  # noqa: E402
 from core.figures.attention import head_heatmap  # noqa: E402
 from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap,  # noqa: E402
-                                    length_loss_lines, permutation_grid, rope_pair_figure, similarity_heatmap,
-                                    similarity_profile)
+                                    length_loss_lines, permutation_grid, rope_pair_figure, similarity_colours,
+                                    similarity_heatmap, similarity_profile)
 from core.lens import stream_labels  # noqa: E402
 from core.positions import alibi_slopes  # noqa: E402
 from core.predictions import length_change, similar_positions  # noqa: E402
@@ -114,7 +114,7 @@ def tables_section(model) -> None:
             chart(similarity_heatmap(similarity, title="e_n · e_m: how alike two positions are"),
                   key="similarity_chart", filename=f"{encoding}_similarity")
             st.caption("Row n, column m: how alike positions n and m look to a dot product, which is what attention "
-                       "computes. Red: alike, blue: opposed.")
+                       f"computes. {similarity_colours(similarity)[1]}")
 
 
 def furthest(position: int, n: int) -> int:

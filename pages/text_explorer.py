@@ -2,7 +2,7 @@
 
 URL parameters (all widgets are bound): model, notation (sidebar); text, mask, window, stride, pe, apply, compare,
 layer, head (the chosen head), view (the open tab), qk_query, qk_key (the score taken apart), lines_layer,
-lines_heads, lines_token (the head view), rollout_residual (the rollout).
+lines_heads, lines_token, lines_from (the head view; its window on a long text), rollout_residual (the rollout).
 
 Reruns are kept small, from the outside in: typing or the sidebar reruns the page; the toggles (mask, position
 encoding, compare) and everything below them are one fragment, so a toggle reruns that part only; inside it the
@@ -26,9 +26,9 @@ import streamlit as st  # noqa: E402
 from streamlit.errors import StreamlitAPIException  # noqa: E402
 
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
-from core.figures.attention import (HEAD_COLORS, MIN_LINE_WEIGHT, head_lines, oriented, plain_token_labels,  # noqa: E402
-                                    png_config, qk_products_bar, rollout_heatmap, small_multiples, softmax_row_bar,
-                                    token_labels)
+from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, MIN_LINE_WEIGHT, head_lines,  # noqa: E402
+                                    head_view_tokens, oriented, plain_token_labels, png_config, qk_products_bar,
+                                    rollout_heatmap, small_multiples, softmax_row_bar, token_labels, weight_outside)
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
@@ -377,6 +377,15 @@ def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> 
              on_change=_open_head, args=("pills",), help="Shows it in full size, in *Attention pattern*.", wrap=True)
 
 
+def lines_window_start(n: int) -> int:
+    """The head view's window slider (URL key `lines_from`), shown only for texts longer than the window: the
+    first token after [BOS] that the view draws."""
+    if n <= HEAD_VIEW_TOKENS + 1:
+        return 1
+    return int(st.slider("Window: first token shown", 1, n - HEAD_VIEW_TOKENS, 1, key="lines_from", bind=BIND,
+                         help=f"The head view draws [BOS] and {HEAD_VIEW_TOKENS} tokens from here.") or 1)
+
+
 @st.fragment
 def lines_section(recording: Recording, notation: str, compared: bool = False) -> None:
     """The head view: a layer, some of its heads and optionally one token; lines from queries to keys."""
@@ -398,6 +407,7 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
         layer = 0 if layer is None else min(int(layer), m - 1)
         heads = sorted({int(x) for x in heads or [] if 0 <= int(x) < h})
         token = None if token is None or not 0 <= int(token) < n else int(token)
+        shown = head_view_tokens(n, lines_window_start(n), token)
         side = ("queries n (the tokens attending) on the left, keys n′ on the right" if notation == "common" else
                 "keys n′ (the x_{n′} being mixed) on the left, queries n (y_n = Σ_n′ x_n′ A_n′,n) on the right")
         swatches = " ".join(f"<span style='color:{HEAD_COLORS[x % len(HEAD_COLORS)]}'>■ H{x}</span>" for x in heads)
@@ -405,12 +415,18 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
                     f"{MIN_LINE_WEIGHT} are left out). Here: {side}. {swatches}", unsafe_allow_html=True)
         st.caption("Click a head in the legend to hide it, double-click to show it alone; hover a band's end for "
                    "its weight." + (" Showing B, the chosen setting." if compared else ""))
+        if len(shown) < n:
+            outside = weight_outside(recording.pattern(layer), heads, shown)
+            st.caption(f"**A window of the text:** [BOS] and tokens {shown[1]}–{shown[-1]} of {n - 1}; hundreds of "
+                       f"rows of bands are a tangle. Bands to tokens outside the window are not drawn: they hold "
+                       f"{outside:.0%} of these queries' weight (mean over the chosen heads). Move the window, or "
+                       "pick one query token above: the window follows it.")
     with col_chart:
         if not heads:
             st.info("Pick at least one head.", icon="ℹ️")
             return
         st.plotly_chart(head_lines(recording.pattern(layer), tokens, heads, unknown=unknown, query=token,
-                                   notation=notation, layer=layer),
+                                   notation=notation, layer=layer, shown=shown),
                         key="lines_chart",
                         config=png_config(f"{model_name(recording)}_head_view_L{layer}_{notation}"))
 
@@ -536,10 +552,10 @@ def explorer(card, cards, text: str, notation: str) -> None:
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
     st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
-    unknown_warning(unknown)
+    unknown_warning(tokens, unknown)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))
-    st.caption(f"Running: {labels[1]} — mask {recording.meta.get('mask')}, encoding {recording.meta.get('pe')}")
+    st.caption(f"Running: {labels[1]}")
     views(recording, baseline, labels, notation)
 
 

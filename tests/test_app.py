@@ -11,6 +11,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.checkpoint import ModelCard, save_checkpoint
+from core.figures.attention import HEAD_VIEW_TOKENS
 from core.config import ModelConfig
 from core.model import Transformer
 from core.record import tokenizer
@@ -137,10 +138,24 @@ def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
 
 def test_head_chart_in_presenter_mode_and_the_title_its_png_carries(app):
     spec = heatmap_spec(app, "head_chart")
-    assert spec["font_scale"] == 1 and spec["png_title"] == "Layer 0, head 0 · lm-rope · own mask causal · own encoding rope"
+    assert spec["font_scale"] == 1 and spec["png_title"] == "Layer 0, head 0 · lm-rope · mask causal (own) · encoding rope (own)"
     app.sidebar.toggle(key="presenter").set_value(True).run()
     assert_ok(app)
     assert heatmap_spec(app, "head_chart")["font_scale"] == pytest.approx(20 / 12)  # as the plotly charts' 20 px
+
+
+def running_caption(at: AppTest) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("Running:"))
+
+
+def test_running_caption_names_the_mask_and_the_encoding_once(app):
+    assert running_caption(app) == "Running: lm-rope · mask causal (own) · encoding rope (own)"
+    app.selectbox(key="mask").select("none").run()
+    app.selectbox(key="pe").select("sinusoidal").run()
+    assert_ok(app)
+    caption = running_caption(app)
+    assert caption == "Running: lm-rope · mask none · encoding sinusoidal"
+    assert caption.count("mask") == caption.count("encoding") == 1
 
 
 def test_typing_text_updates_the_tokens(app):
@@ -241,6 +256,19 @@ def test_emoji_rtl_and_control_characters(app, text):
     assert app.warning  # unknown tokens are flagged
 
 
+def test_unknown_words_are_named_literally_and_the_known_words_listed(app):
+    app.text_area(key="text").input("the zebra *runs* [x](y) .").run()
+    assert_ok(app)
+    warning = app.warning[0].value
+    assert ": zebra, " in warning and "\\*" in warning and "*runs*" not in warning and "[x](y)" not in warning
+    expander = next(e for e in app.expander if e.label.startswith("Words the model knows"))
+    listed = " ".join(m.value for m in expander.markdown)
+    assert "**nouns, plural**" in listed and "cabinets" in listed and "zebra" not in listed
+    assert "**symbols of the reversal, copy and sort tasks**" in listed
+    app.text_area(key="text").input("the dog runs .").run()
+    assert not app.warning and not [e for e in app.expander if e.label.startswith("Words the model knows")]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The score breakdown, the head view, the rollout, PNG export, the download buttons
 # ---------------------------------------------------------------------------------------------------------
@@ -339,6 +367,22 @@ def test_head_view_heads_and_token(app):
     app.multiselect(key="lines_heads").set_value([]).run()
     assert not app.exception and not app.error and charts(app) == 0
     assert "Pick at least one head" in " ".join(i.value for i in app.info)
+
+
+def test_head_view_of_a_long_text_draws_a_window_and_says_so(app):
+    app.text_area(key="text").input("the dog runs . " * 14).run()  # 57 tokens with [BOS]: past the window
+    open_view(app, "Head view")
+    assert_ok(app)
+    ticks = chart_spec(app, "lines_chart")["layout"]["yaxis"]["ticktext"]
+    assert len(ticks) == 1 + HEAD_VIEW_TOKENS and ticks[0].startswith("0:") and ticks[1].startswith("1:")
+    assert "A window of the text" in " ".join(c.value for c in app.caption)
+    app.slider(key="lines_from").set_value(9).run()
+    assert_ok(app)
+    ticks = chart_spec(app, "lines_chart")["layout"]["yaxis"]["ticktext"]
+    assert ticks[1].startswith("9:") and ticks[-1].startswith(f"{8 + HEAD_VIEW_TOKENS}:")
+    app.text_area(key="text").input("the dog runs .").run()
+    assert_ok(app)
+    assert not [s for s in app.slider if s.key == "lines_from"]  # a short text is drawn whole
 
 
 def test_rollout_rows_sum_to_one_in_both_notations(app):

@@ -27,22 +27,29 @@ def wait_for_chart_text(page, text: str) -> None:
 
 
 def test_maths_page_in_the_browser(server, page, shoot):
-    load(page, f"{server}/maths", 12)
+    load(page, f"{server}/maths", 1)  # step 1 alone: X
     assert page.get_by_text("The maths, step by step").count() >= 1
-    assert page.locator(".katex").count() >= 10  # the formulas are typeset
+    assert page.get_by_text("Running example:").count() == 1 and page.locator(CHART).count() == 1
     shoot(page, "maths_1_default")
-    queries_before = chart_text(page, 1)
+    page.get_by_role("button", name="Next").click()  # step 2: queries and keys
+    page.wait_for_url("**maths_step=2*")
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 2")
+    wait_idle(page)
+    assert page.locator(".katex").count() >= 2  # the formulas are typeset
+    queries_before = chart_text(page, 0)
     page.get_by_text("H1", exact=True).click()
     page.wait_for_url("**head=H1**")
     wait_idle(page)
-    assert chart_text(page, 1) != queries_before  # head 1's queries
+    assert chart_text(page, 0) != queries_before  # head 1's queries
     assert page.locator(ERROR).count() == 0
+    load(page, f"{server}/maths?head=H1&maths_step=all+steps", 12)  # every step on one page
+    assert page.locator(".katex").count() >= 10
     page.get_by_role("button", name="Reveal").nth(1).click()  # Σ_h V_h X A_h vs concatenate-then-project
     page.get_by_text("max |Σ_h V_h X A_h − concat form|").wait_for()
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     shoot(page, "maths_2_head1_revealed")
-    page.goto(f"{server}/maths?presenter=true&layer=L1&head=H1")
+    page.goto(f"{server}/maths?presenter=true&layer=L1&head=H1&maths_step=all+steps")
     page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 12")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0

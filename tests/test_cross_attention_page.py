@@ -9,7 +9,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from conftest import figure, shows
-from core.data.translation import vocabularies
+from core.data import grammar
+from core.data.translation import read_source, vocabularies
 from core.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,6 +165,36 @@ def test_bad_input_shows_an_error_not_an_exception(app):
         assert not at.exception
         assert at.error and message in at.error[0].value
         assert not charts(at)
+
+
+def known_words(at: AppTest) -> str:
+    """The markdown of the "Words the model knows" expander."""
+    expander = next(e for e in at.expander if e.label.startswith("Words the model knows"))
+    return " ".join(m.value for m in expander.markdown)
+
+
+def test_the_page_lists_the_words_it_knows_and_generates_sentences_of_them(app):
+    at = app()
+    listed = known_words(at)
+    for kind, words in grammar.lexicon_by_kind().items():
+        assert f"**{kind}**" in listed and all(word in listed for word in words)
+    for _ in range(3):  # the generator's sentences are grammatical and use only the listed words
+        at.button(key="heldout").click().run()
+        ok(at)
+        sentence = at.text_input(key="source").value
+        assert read_source(sentence, 64).pair is not None
+        assert set(sentence.split()) <= set(grammar.lexicon_words())
+
+
+def test_unknown_words_are_shown_literally_beside_the_words_it_knows(app):
+    at = app()
+    at.text_input(key="source").set_value("the [zebra](javascript:x) **runs** .").run()
+    assert not at.exception and len(at.error) == 1
+    message = at.error[0].value
+    assert "zebra" in message and "javascript" in message
+    assert "[zebra](" not in message and "\\[" in message and "**runs" not in message  # escaped, not obeyed
+    assert "grammar.py" not in message  # the words are listed on the page instead
+    assert "zebra" not in known_words(at) and "runs" in known_words(at)
 
 
 def test_the_url_sets_every_picker(app):

@@ -2,13 +2,14 @@
 
 import json
 import re
+import time
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from core.figures.attention import (HEAD_COLORS, difference_heatmap, head_heatmap, head_lines, oriented,
-                                    png_config, qk_products_bar, rollout_heatmap, small_multiples,
+from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, difference_heatmap, head_heatmap, head_lines,
+                                    head_view_tokens, oriented, png_config, weight_outside, qk_products_bar, rollout_heatmap, small_multiples,
                                     softmax_row_bar, token_label, token_labels)
 
 TOKENS = ["[BOS]", "the", "keys", "are"]
@@ -264,6 +265,33 @@ def test_head_lines_isolates_one_query_and_marks_it():
         custom = np.asarray(trace.customdata)
         assert (custom[:, 0] == 4).all() and bands(trace) == int((patterns[h][4] >= 0.01).sum())
     assert "<b>" in fig.layout.yaxis.ticktext[4] and "<b>" not in fig.layout.yaxis.ticktext[3]
+
+
+def test_a_long_text_draws_a_window_quickly_with_each_band_named_by_its_own_tokens():
+    n = 460
+    patterns = layer_patterns(h=4, n=n)
+    tokens = [f"w{i}" for i in range(n)]
+    shown = head_view_tokens(n, start=200)
+    assert shown == [0, *range(200, 200 + HEAD_VIEW_TOKENS)]
+    started = time.perf_counter()
+    fig = head_lines(patterns, tokens, [0, 1, 2, 3], shown=shown)
+    assert time.perf_counter() - started < 0.5
+    assert fig.layout.height < 1200 and len(fig.layout.yaxis.ticktext) == len(shown)
+    assert fig.layout.yaxis.ticktext[1] == "200: w200"
+    index = np.array(shown)
+    for h, trace in enumerate(fig.data):
+        custom = np.asarray(trace.customdata)[::5]  # query, key, weight % of each band, by the tokens' own index
+        assert set(custom[:, 0]) <= set(shown) and set(custom[:, 1]) <= set(shown)
+        drawn = patterns[h][np.ix_(index, index)]
+        assert bands(trace) == int((drawn >= 0.01).sum())
+        np.testing.assert_array_equal(custom[:, 2], np.rint(patterns[h][custom[:, 0], custom[:, 1]] * 100))
+    expected = 1 - np.mean([patterns[h][np.ix_(index, index)].sum(-1).mean() for h in range(4)])
+    assert weight_outside(patterns, [0, 1, 2, 3], shown) == pytest.approx(expected)
+    assert head_view_tokens(n, start=1, query=300)[1:] == list(range(276, 276 + HEAD_VIEW_TOKENS))  # follows it
+    assert head_view_tokens(n, start=n) == [0, *range(n - HEAD_VIEW_TOKENS, n)]  # clamped to the text
+    assert head_view_tokens(30, start=9) == list(range(30))  # a short text is drawn whole
+    with pytest.raises(ValueError, match="shown"):
+        head_lines(patterns, tokens, [0], query=5, shown=shown)
 
 
 def test_head_lines_sides_follow_the_notation_and_input_is_checked():

@@ -266,5 +266,20 @@ def test_generation_figures_mark_the_newest_row_and_the_chosen_token():
     fig = generation_heatmap(pattern[0, 0], scores[0, 0], [str(i) for i in generation.ids], len(PROMPT))
     newest = [shape for shape in fig.layout.shapes if shape.type == "rect" and shape.y0 == 6.5]
     assert len(newest) == 1 and newest[0].y1 == 7.5  # the row of the 3rd generated token, the 8th of 8
-    bars = next_token_bars(["a", "b", "c"], np.array([0.5, 0.3, 0.2]), np.array([0.0, 1.0, 0.0]), chosen=1)
+    bars = next_token_bars(["a", "b", "c"], np.array([0.5, 0.3, 0.2]), np.array([0.0, 1.0, 0.0]), chosen=1,
+                           sampling=Sampling(temperature=1.0, seed=2))
     assert list(bars.data[0].x) == ["a", "▶ b", "c"] and list(bars.data[0].marker.line.width) == [0, 3, 0]
+
+
+def test_the_choice_legend_says_how_the_token_was_chosen():
+    probs = np.array([0.5, 0.3, 0.2])
+    greedy = next_token_bars(["a", "b", "c"], probs, np.array([1.0, 0.0, 0.0]), 0, Sampling(temperature=0))
+    assert len(greedy.data) == 1  # nothing was sampled: no "sampled from" bars
+    assert "greedy" in greedy.data[0].name and "argmax" in greedy.data[0].name and "nothing sampled" in \
+        greedy.data[0].name and "sampled from" not in greedy.data[0].name
+    cut = next_token_bars(["a", "b", "c"], probs, np.array([0.625, 0.375, 0.0]), 1,
+                          Sampling(temperature=0.8, top_k=2, seed=1))
+    assert [bar.name for bar in cut.data] == ["the model's p = softmax(logits / 0.8)",
+                                              "sampled from: p cut to top-k 2, renormalised"]
+    uncut = next_token_bars(["a", "b", "c"], probs, probs, 2, Sampling(temperature=1.0, seed=1))
+    assert uncut.data[1].name == "sampled from: p itself (no top-k or top-p cut)"

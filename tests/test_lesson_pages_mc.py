@@ -29,8 +29,11 @@ def frame(at: AppTest, column: str):
 # The maths, step by step
 # ---------------------------------------------------------------------------------------------------------
 
+ALL = {"maths_step": "all steps"}
+
+
 def test_maths_page_shows_every_step_matching_the_recording(app):
-    at = app(MATHS)
+    at = app(MATHS, **ALL)
     ok(at)
     at.button(key="predict_top__reveal").click().run()  # the scores and A answer it: they wait for the reveal
     ok(at)
@@ -50,7 +53,7 @@ def test_maths_page_shows_every_step_matching_the_recording(app):
 
 
 def test_maths_page_follows_layer_head_and_token(app):
-    at = app(MATHS)
+    at = app(MATHS, **ALL)
     before = figures(at)
     at.radio(key="head").set_value(1).run()
     ok(at)
@@ -69,7 +72,7 @@ def test_maths_page_follows_layer_head_and_token(app):
 
 
 def test_maths_page_predictions_reveal_the_live_answer(app):
-    at = app(MATHS, token="2: keys")
+    at = app(MATHS, token="2: keys", **ALL)
     n_charts = len(charts(at))
     at.radio(key="predict_top").set_value(at.radio(key="predict_top").options[0]).run()
     at.button(key="predict_top__reveal").click().run()
@@ -86,7 +89,7 @@ def test_maths_page_predictions_reveal_the_live_answer(app):
 
 
 def test_maths_page_on_a_post_ln_model_and_in_presenter_mode(app):
-    at = app(MATHS, model="post-ln", layer="L1", head="H1")
+    at = app(MATHS, model="post-ln", layer="L1", head="H1", **ALL)
     ok(at)
     assert (at.radio(key="layer").value, at.radio(key="head").value) == (1, 1)
     assert "post-LN" in text_of(at)
@@ -96,6 +99,32 @@ def test_maths_page_on_a_post_ln_model_and_in_presenter_mode(app):
     at.sidebar.toggle(key="presenter").set_value(True).run()
     ok(at)
     assert figures(at)[0]["layout"]["font"]["size"] == 20
+
+
+def test_maths_page_goes_one_step_at_a_time_with_the_running_example(app):
+    at = app(MATHS, token="2: keys")
+    ok(at)
+    assert at.get("segmented_control")[0].value == "1 · The input X"
+    assert [h.value for h in at.header] == ["1 · The input X"] and len(charts(at)) == 1  # X alone
+    assert at.button(key="maths_previous").disabled and not at.button(key="maths_next").disabled
+    assert any(i.value.startswith("**Running example:**") and "token n = 2\\: keys" in i.value for i in at.info)
+    assert frame(at, "max |recomputed − recorded|") is not None  # the checks stay on every step
+    headers = []
+    for _ in range(6):
+        at.button(key="maths_next").click().run()
+        ok(at)
+        headers += [h.value for h in at.header]
+        assert any(i.value.startswith("**Running example:**") for i in at.info)
+    assert headers == ["2 · Queries and keys", "3 · Scores, then a softmax down each column",
+                       "4 · Mixing: Y_h = V_h X A_h", "5 · All heads: Σ_h V_h X A_h, or concatenate, then project?",
+                       "6 · Residual, TokenNorm and the MLP", "Glossary"]
+    assert at.query_params["maths_step"] == "Glossary" and at.button(key="maths_next").disabled
+    at.button(key="maths_previous").click().run()
+    assert [h.value for h in at.header] == ["6 · Residual, TokenNorm and the MLP"]
+    at = app(MATHS, maths_step="3 · Scores and softmax")  # a link opens its step, prediction and all
+    ok(at)
+    assert [h.value for h in at.header] == ["3 · Scores, then a softmax down each column"]
+    assert at.button(key="predict_top__reveal") and not [b for b in at.button if b.key == "predict_forms__reveal"]
 
 
 @pytest.mark.parametrize("page", [MATHS, COST])

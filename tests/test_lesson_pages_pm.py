@@ -74,6 +74,11 @@ def test_positions_page_renders_every_section(app):
     assert [b.key for b in at.button] == ["predict_similar__reveal", "predict_length__reveal",
                                           "predict_no_mask__reveal", "predict_causal__reveal",
                                           "predict_extrapolation__reveal"]
+    at = reveal(reveal(at, "predict_similar"), "predict_length")
+    assert "max |R(nθ)·before − after|" in text_of(at.caption)
+    similarity = spec(at, "similarity_chart")["data"][0]  # sinusoidal: all positive, so one sequential scale
+    assert similarity["zmin"] > 0 and "Every value here is positive" in text_of(at.caption)
+    assert "blue: opposed" not in text_of(at.caption)
 
 
 def test_positions_tables_follow_encoding_positions_and_reveal_the_neighbours(app):
@@ -201,6 +206,8 @@ def test_masks_page_renders_the_editor_and_generation(app):
     assert at.title[0].value == "Masks & generation"
     assert len(mask_grids(at)) == 1
     assert len(specs(at)) == 3  # the model under the mask, attention while generating, the last step's choice
+    choice = specs(at)[2]["data"]  # greedy by default: the argmax taken, nothing sampled
+    assert len(choice) == 1 and "greedy" in choice[0]["name"] and "sampled from" not in choice[0]["name"]
     assert "0 cells switched from the causal preset" in text_of(at.caption)
     assert [b.key for b in at.button] == ["predict_empty_row__reveal", "predict_incremental__reveal",
                                           "predict_cache__reveal"]

@@ -15,10 +15,11 @@ import torch
 from torch.nn import functional as F
 
 from core import live, registry
+from core.data import algorithmic
 from core.analysis import mirrored_score
 from core.checkpoint import load_checkpoint
 from core.config import ConfigError
-from core.figures.training import gradient_norm_figure, running_mean, training_curves
+from core.figures.training import gradient_norm_figure, lines_over_steps, running_mean, training_curves
 from core.live import (LiveRegistry, RunSpec, RunStateError, ServerBusyError, SessionBusyError, record_probe,
                        snapshot_steps)
 from core.model import Transformer
@@ -305,3 +306,38 @@ def test_the_curves_draw_the_numbers_the_run_computed(reversal_run):
     assert [t.name for t in layers.data][::2] == [f"{g} (each step)" for g in view.grad_norms]
     for trace, values in zip(layers.data[::2], view.grad_norms.values()):
         np.testing.assert_array_equal(trace.y, values)
+
+
+def assert_ticks_written_in_full(axis) -> None:
+    """Every tick label reads as its own value (no bare "5" standing for 0.5)."""
+    assert axis.type == "log" and axis.ticktext
+    for value, text in zip(axis.tickvals, axis.ticktext):
+        assert float(text) == pytest.approx(value)
+
+
+def test_log_axes_write_their_ticks_in_full_and_the_rate_axis_shows_the_rate():
+    steps = np.arange(1, 201)
+    history = {"step": steps, "loss": np.linspace(3, 1, 200), "accuracy": np.linspace(0.1, 0.9, 200),
+               "learning_rate": np.full(200, 0.03), "grad_norm": np.geomspace(12, 0.15, 200)}
+    fig = training_curves([("A", history)], clips=[1.0])
+    assert_ticks_written_in_full(fig.layout.yaxis4)
+    assert {"0.2", "0.5", "1", "2", "5", "10"} <= set(fig.layout.yaxis4.ticktext)
+    assert fig.layout.yaxis3.range[0] == 0 and 0.03 < fig.layout.yaxis3.range[1] < 0.05  # the constant 0.03 shows
+    layers = gradient_norm_figure(steps, {"embedding": np.geomspace(0.3, 0.01, 200), "head": np.full(200, 2.0)})
+    assert_ticks_written_in_full(layers.layout.yaxis)
+    assert {"0.01", "0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"} <= set(layers.layout.yaxis.ticktext)
+    preview = lines_over_steps({"learning rate": (steps, np.full(200, 0.03))}, title="", y_title="rate",
+                               from_zero=True)
+    assert preview.layout.yaxis.range[0] == 0 and 0.03 < preview.layout.yaxis.range[1] < 0.05
+    norms = lines_over_steps({"σ": ([0, 10], [0.4, 3.0])}, title="", y_title="σ", log=True)
+    assert_ticks_written_in_full(norms.layout.yaxis)
+
+
+def test_the_accuracy_guide_reads_a_run_by_its_task():
+    reversal = live.accuracy_guide("reversal")
+    lengths = range(algorithmic.MIN_LENGTH, algorithmic.MAX_LENGTH + 1)
+    assert reversal.guess == pytest.approx(np.mean([1 / n for n in lengths]))  # copying a random input symbol
+    assert [reversal.verdict(a) for a in (0.1, 0.5, 0.99)] == ["not yet", "partly", "learned"]
+    assert live.accuracy_guide("shapes").guess == pytest.approx(1 / 6)
+    language = live.accuracy_guide("grammar-lm")
+    assert language.verdict(0.4) == "" and "far below 1" in language.text

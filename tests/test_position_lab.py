@@ -9,7 +9,7 @@ import torch
 
 from core import position_lab as lab
 from core.config import POSITION_ENCODINGS
-from core.figures.positions import bias_heatmaps, permutation_grid
+from core.figures.positions import bias_heatmaps, permutation_grid, similarity_heatmap
 from core.masks import MaskPreset, flip_cells
 from core.positions import alibi_slopes
 from tiny_models import tiny_model
@@ -230,3 +230,18 @@ def test_bias_and_permutation_figures_keep_the_numbers():
     changes = [np.zeros((3, 4)), np.full((3, 4), 0.5)]
     grid = permutation_grid(changes, ["a", "b"], ["w", "x", "y", "z"], ["embed", "after L0", "after L1"])
     assert [trace.zmax for trace in grid.data] == [0.5, 0.5]  # one shared scale: white means the same in both
+
+
+def test_similarity_scale_fits_the_values_and_the_plot_is_as_tall_as_its_colour_bar():
+    model = tiny_model(pos_encoding="rope")
+    positive = lab.position_similarity(lab.encoding_table(model, "sinusoidal", 64))
+    assert positive.min() > 0
+    heatmap = similarity_heatmap(positive).data[0]
+    assert heatmap.colorscale != similarity_heatmap(-positive + positive.mean()).data[0].colorscale
+    assert (heatmap.zmin, heatmap.zmax) == pytest.approx((positive.min(), positive.max()), abs=1e-6)
+    assert all(float(colour.strip("rgb()").split(",")[2]) > 100 for _, colour in heatmap.colorscale)  # all blue
+    signed = positive - positive.mean()  # both sides of 0: red-blue, centred
+    diverging = similarity_heatmap(signed).data[0]
+    assert diverging.zmin == -diverging.zmax == pytest.approx(-abs(signed).max(), abs=1e-6)
+    layout = similarity_heatmap(positive).layout
+    assert layout.yaxis.scaleanchor is None  # square cells would shrink the plot below its colour bar

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -126,6 +127,10 @@ def test_a_short_run_trains_shows_its_curves_and_snapshots_and_saves(new_page, u
     at.run()
     ok(at)
     assert "Finished: step 30 of 30" in " ".join(p.proto.text for p in at.get("progress"))
+    accuracy = float(np.mean(run.view().history["accuracy"][-25:]))  # 30 steps: near the guessing level
+    verdict = "Not learned" if accuracy < 1.5 * live.accuracy_guide("reversal").guess else "Partly learned"
+    assert any(w.value.startswith(f"**{verdict}") and f"Batch accuracy **{accuracy:.2f}**" in w.value
+               and "close to 1" in w.value for w in at.warning)
     assert len(charts(at)) >= 7  # curves, layers, head, all heads, TokenNorm, residual, schedule (the scores wait
     # for the pattern prompt's reveal)
     at.select_slider(key="tr_step").set_value(0)

@@ -33,6 +33,7 @@ TASKS = ("reversal", "copy", "sort")
 TRAIN_SEED = 0
 HELDOUT_SEED = 1
 HELDOUT_BUCKETS = 10  # 1 of this many hash buckets is held out
+MIN_LENGTH, MAX_LENGTH = 4, 12  # input lengths of the training examples
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def is_heldout_input(example: Example) -> bool:
 
 
 def generate(
-    task: str, n: int, seed: int, min_len: int = 4, max_len: int = 12
+    task: str, n: int, seed: int, min_len: int = MIN_LENGTH, max_len: int = MAX_LENGTH
 ) -> list[Example]:
     """``n`` examples of ``task`` with input lengths in [min_len, max_len].
 

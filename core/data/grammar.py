@@ -131,15 +131,26 @@ RELATIVIZER = "that"
 PUNCTUATION = (".",)
 
 
+def lexicon_by_kind() -> dict[str, tuple[str, ...]]:
+    """Every word the grammar can emit, grouped by kind (for a reader: what may be typed), in a fixed order."""
+    return {
+        "determiners": (*NEUTRAL_DETERMINERS, *SINGULAR_DETERMINERS, *PLURAL_DETERMINERS),
+        "adjectives": ADJECTIVES,
+        "nouns, singular": tuple(SINGULAR_NOUNS),
+        "nouns, plural": tuple(PLURAL_NOUNS),
+        "verbs, present singular": tuple(SINGULAR_VERBS),
+        "verbs, present plural": tuple(PLURAL_VERBS),
+        "verbs, past": tuple(sorted(PAST_VERBS)),
+        "prepositions": PREPOSITIONS,
+        "names": tuple(NAMES),
+        "pronouns": tuple(PRONOUNS),
+        "relativizer and full stop": (RELATIVIZER, *PUNCTUATION),
+    }
+
+
 def lexicon_words() -> list[str]:
     """Every word the grammar can emit (no duplicates), in a fixed order."""
-    groups = (
-        NEUTRAL_DETERMINERS, SINGULAR_DETERMINERS, PLURAL_DETERMINERS, ADJECTIVES,
-        tuple(SINGULAR_NOUNS), tuple(PLURAL_NOUNS), tuple(SINGULAR_VERBS),
-        tuple(PLURAL_VERBS), tuple(sorted(PAST_VERBS)), PREPOSITIONS, tuple(NAMES),
-        tuple(PRONOUNS), (RELATIVIZER,), PUNCTUATION,
-    )
-    return [word for group in groups for word in group]
+    return [word for group in lexicon_by_kind().values() for word in group]
 
 
 # ----------------------------------------------------------------------------

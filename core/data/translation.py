@@ -352,7 +352,7 @@ def read_source(text: str, max_len: int, vocab: Vocabularies | None = None) -> S
     if unknown:
         listed = ", ".join(f"'{w}'" for w in dict.fromkeys(unknown))
         raise TranslationInputError(f"{listed} {'is' if len(unknown) == 1 else 'are'} not in the grammar's "
-                                    "vocabulary; the encoder only knows the words of core/data/grammar.py")
+                                    "vocabulary: the encoder knows only the grammar's words")
     if len(words) + 1 > max_len:
         raise TranslationInputError(f"the sentence has {len(words)} words (+ [EOS]) but the encoder reads at most "
                                     f"{max_len} tokens; shorten it")

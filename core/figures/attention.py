@@ -140,9 +140,10 @@ def lean_figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": {"template": {}, **layout}}, _validate=False)
 
 
-def numbered_labels(labels: Sequence[str]) -> list[str]:
-    """"i: token" for each label: unique, so they can be the categories of an axis and name a cell in the hover."""
-    return [f"{i}: {label}" for i, label in enumerate(labels)]
+def numbered_labels(labels: Sequence[str], indices: Sequence[int] | None = None) -> list[str]:
+    """"i: token" for each label (i: its index, or the token's own from `indices`): unique, so they can be the
+    categories of an axis and name a cell in the hover."""
+    return [f"{i}: {label}" for i, label in zip(range(len(labels)) if indices is None else indices, labels)]
 
 
 MAX_HATCHED = 64  # past this many tokens cells are too small for hatching to show; grey alone marks them
@@ -349,6 +350,29 @@ HEAD_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
 MIN_LINE_WEIGHT = 0.01
 
 
+HEAD_VIEW_TOKENS = 48  # past this many tokens (after [BOS]) the head view draws a window of them
+
+
+def head_view_tokens(n: int, start: int = 1, query: int | None = None, size: int = HEAD_VIEW_TOKENS) -> list[int]:
+    """The tokens the head view draws: every token of a short text; of a longer one [BOS] (where many heads put
+    their weight) and `size` consecutive tokens from `start`, moved to hold `query` when it is given. Hundreds of
+    rows of bands are a tangle nobody can follow, and seconds of drawing."""
+    if n <= size + 1:
+        return list(range(n))
+    if query is not None and query > 0 and not start <= query < start + size:
+        start = query - size // 2
+    start = min(max(start, 1), n - size)
+    return [0, *range(start, start + size)]
+
+
+def weight_outside(patterns: np.ndarray, heads: Sequence[int], shown: Sequence[int]) -> float:
+    """The mean weight the shown queries of these heads give to keys the head view leaves out (0: none)."""
+    if not len(heads):
+        return 0.0
+    drawn = np.asarray(patterns, dtype=np.float64)[np.ix_(list(heads), list(shown), list(shown))]
+    return float(max(1.0 - drawn.sum(axis=-1).mean(), 0.0))
+
+
 def head_color(head: int) -> str:
     """The colour of head `head` in the head view (the palette repeats after eight heads)."""
     return HEAD_COLORS[head % len(HEAD_COLORS)]
@@ -356,12 +380,14 @@ def head_color(head: int) -> str:
 
 def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int], *,
                unknown: Sequence[bool] | None = None, query: int | None = None, notation: str = "common",
-               min_weight: float = MIN_LINE_WEIGHT, layer: int | None = None) -> go.Figure:
+               min_weight: float = MIN_LINE_WEIGHT, layer: int | None = None,
+               shown: Sequence[int] | None = None) -> go.Figure:
     """The head view: tokens in two columns, a band from query n to key n′ for every weight A[n, n′] of the
     chosen heads, its thickness proportional to the weight; one colour per head (HEAD_COLORS).
 
     patterns: one layer's [H, N(query), N(key)]. Bands of weight < `min_weight` are dropped; with `query` set,
-    only that query's bands are drawn. Common notation puts the queries on the left (the token that attends,
+    only that query's bands are drawn; with `shown` (token indices, head_view_tokens), only those tokens' rows
+    and the bands between them, labelled with their own indices. Common notation puts the queries on the left (the token that attends,
     as bertviz does) and the keys on the right; paper notation puts the keys n′ (the x_{n′} that are mixed) on
     the left and the queries n (y_n = Σ_{n′} x_{n′} A_{n′,n}) on the right.
 
@@ -375,10 +401,18 @@ def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int]
     h_count, n, _ = patterns.shape
     if any(not 0 <= h < h_count for h in heads):
         raise ValueError(f"heads must be in 0..{h_count - 1}, got {list(heads)}")
-    if query is not None and not 0 <= query < n:
-        raise ValueError(f"query must be in 0..{n - 1}, got {query}")
-    labels = token_labels(tokens, unknown)
-    numbered = numbered_labels(labels)
+    shown = list(range(n)) if shown is None else [int(i) for i in shown]
+    if not shown or any(not 0 <= i < n for i in shown):
+        raise ValueError(f"shown tokens must be in 0..{n - 1}, got {shown}")
+    if query is not None and query not in shown:
+        raise ValueError(f"query must be one of the shown tokens (0..{n - 1}), got {query}")
+    flags = list(unknown) if unknown is not None else [False] * n
+    labels = token_labels([tokens[i] for i in shown], [flags[i] for i in shown])
+    numbered = numbered_labels(labels, shown)
+    index = np.array(shown)
+    patterns = patterns[:, index][:, :, index]
+    query = None if query is None else shown.index(query)  # its row among the shown ones
+    n = len(shown)
     query_x, key_x = (0, 1) if notation == "common" else (1, 0)
     lane = 0.84 / max(len(heads), 1)  # each row is split into one lane per head; weight 1 fills a lane
     fig = go.Figure()
@@ -402,7 +436,7 @@ def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int]
         # in %) as int16
         xs = np.tile(np.array([query_x, query_x, key_x, key_x, 0], dtype=np.uint8), len(w))
         ys = np.stack([q0, q1, k1, k0, np.full(len(w), np.nan)], axis=1)
-        custom = np.repeat(np.stack([rows, cols, np.rint(w * 100)], axis=1)[:, None, :], 5, axis=1)
+        custom = np.repeat(np.stack([index[rows], index[cols], np.rint(w * 100)], axis=1)[:, None, :], 5, axis=1)
         fig.add_trace(go.Scatter(
             x=xs, y=np.round(ys.reshape(-1), 3).astype(np.float32),
             customdata=custom.reshape(-1, 3).astype(np.int16), mode="lines", fill="toself",

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.figures.attention import head_heatmap, plain_token_labels, token_labels
+from core.generation import Sampling
 
 ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR = "#0072B2", "#d4d4d4", "#E69F00"
 MODEL_COLOUR, KEPT_COLOUR, CHOSEN_COLOUR = "#56B4E9", "#0072B2", "#D55E00"
@@ -105,17 +106,29 @@ def generation_heatmap(pattern: np.ndarray, scores: np.ndarray, tokens: Sequence
     return fig
 
 
-def next_token_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, chosen: int, *,
+def sampling_legend(sampling: Sampling) -> tuple[str, str | None]:
+    """The bars' legend names: the model's distribution, and the one the token was drawn from (None when greedy
+    decoding drew nothing: it took the argmax)."""
+    if sampling.greedy:
+        return "the model's p = softmax(logits)<br>greedy: ▶ is the argmax, taken (nothing sampled)", None
+    cuts = [f"top-k {sampling.top_k}"] * bool(sampling.top_k) + [f"top-p {sampling.top_p:g}"] * (sampling.top_p < 1)
+    drawn = f"p cut to {' and '.join(cuts)}, renormalised" if cuts else "p itself (no top-k or top-p cut)"
+    return f"the model's p = softmax(logits / {sampling.temperature:g})", f"sampled from: {drawn}"
+
+
+def next_token_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, chosen: int, sampling: Sampling, *,
                     title: str = "") -> go.Figure:
-    """The candidates for one step, likeliest first: the model's softmax(logits / T) (light) and the distribution
-    sampled from after top-k and top-p (dark); the chosen token's bars outlined in vermillion and marked ▶."""
+    """The candidates for one step, likeliest first: the model's softmax(logits / T) (light) and, when sampled,
+    the distribution drawn from after top-k and top-p (dark); the chosen token's bars outlined in vermillion and
+    marked ▶. The legend says which decoding chose it (sampling_legend)."""
     shown = [("▶ " if i == chosen else "") + label for i, label in enumerate(token_labels(labels))]
     outline = dict(color=CHOSEN_COLOUR, width=[3 if i == chosen else 0 for i in range(len(labels))])
+    model_name, drawn_name = sampling_legend(sampling)
+    bars = [(model_name, probs, MODEL_COLOUR)] + ([(drawn_name, kept, KEPT_COLOUR)] if drawn_name else [])
     fig = go.Figure()
-    for name, values, colour in (("the model's p = softmax(logits / T)", probs, MODEL_COLOUR),
-                                 ("sampled from: after top-k, top-p", kept, KEPT_COLOUR)):
+    for name, values, colour in bars:
         fig.add_trace(go.Bar(x=shown, y=np.round(np.asarray(values, dtype=np.float64), 5), name=name,
-                             marker=dict(color=colour, line=outline),
+                             marker=dict(color=colour, line=outline), showlegend=True,
                              hovertemplate="%{x}<br>" + name + " = %{y:.4f}<extra></extra>"))
     fig.update_layout(barmode="group", title=dict(text=title, x=0, font=dict(size=14)), height=400,
                       plot_bgcolor="white", margin=dict(l=10, r=10, t=60 if title else 30, b=10),

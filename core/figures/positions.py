@@ -1,6 +1,7 @@
 """Plotly figures of the position-encoding lesson: pure functions from arrays (core/position_lab.py) to figures.
 
-Colour-blind-safe scales only: RdBu for signed values centred on 0, Blues for changes from 0 up, Viridis for
+Colour-blind-safe scales only: RdBu for signed values centred on 0, Blues for changes from 0 up (and for values
+all on one side of 0), Viridis for
 position order, Okabe-Ito (HEAD_COLORS) for heads.
 """
 
@@ -52,21 +53,37 @@ def encoding_heatmap(table: np.ndarray, *, title: str = "", feature_title: str =
     return _layout(fig, title, int(np.clip(8 * len(table) + 200, 360, 620)))
 
 
+def similarity_colours(similarity: np.ndarray) -> tuple[dict, str]:
+    """The colour scale of S and the sentence that reads it. Values on both sides of 0: red-blue centred on 0
+    (red alike, blue opposed); all on one side: a sequential scale over their own range (darker: more alike),
+    since a diverging scale would leave one of its colours unused and centre on a value nothing takes."""
+    similarity = np.asarray(similarity, dtype=np.float64)
+    low, high = float(np.nanmin(similarity)), float(np.nanmax(similarity))
+    if low < 0 < high:
+        limit = max(-low, high)
+        return (dict(zmin=-limit, zmax=limit, zmid=0.0, colorscale=SIGNED_COLORSCALE),
+                f"Red: alike (positive), blue: opposed (negative), white: 0; from {low:.3g} to {high:.3g}.")
+    sign = "positive" if low >= 0 else "negative"
+    return (dict(zmin=low, zmax=max(high, low + 1e-9), colorscale=CHANGE_COLORSCALE),
+            f"Darker blue: more alike. Every value here is {sign}, from {low:.3g} to {high:.3g}, so the scale "
+            "spans just that range.")
+
+
 def similarity_heatmap(similarity: np.ndarray, *, title: str = "", selected: int | None = None) -> go.Figure:
-    """S[n, m] = e_n · e_m, [N, N], on a scale centred on 0; the row of position `selected` is outlined."""
+    """S[n, m] = e_n · e_m, [N, N], coloured by similarity_colours; the row of position `selected` is outlined.
+    The plot fills the chart's height, so the colour bar beside it is as tall as it."""
     similarity = np.asarray(similarity)
     n = len(similarity)
-    limit = _limit(similarity)
+    scale, _ = similarity_colours(similarity)
     fig = go.Figure(go.Heatmap(
-        z=_rounded(similarity), zmin=-limit, zmax=limit, colorscale=SIGNED_COLORSCALE, name="similarity",
+        z=_rounded(similarity), **scale, name="similarity",
         colorbar=dict(title=dict(text="e_n · e_m", side="right"), thickness=12),
         hovertemplate="position n = %{y}<br>position m = %{x}<br>e_n · e_m = %{z:.3f}<extra></extra>"))
     if selected is not None and 0 <= selected < n:
         fig.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=selected - 0.5, y1=selected + 0.5,
                       line=dict(color="#000000", width=2))
-    fig.update_xaxes(title_text="position m", showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(title_text="position n", autorange="reversed", scaleanchor="x", showgrid=False, zeroline=False,
-                     constrain="domain")
+    fig.update_xaxes(title_text="position m", showgrid=False, zeroline=False)
+    fig.update_yaxes(title_text="position n", autorange="reversed", showgrid=False, zeroline=False)
     return _layout(fig, title, int(np.clip(6 * n + 300, 420, 620)))
 
 

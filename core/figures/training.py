@@ -8,7 +8,8 @@ Runs are told apart by Okabe-Ito colour and, for the second run, a dashed line; 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -32,6 +33,26 @@ def running_mean(values: np.ndarray, window: int) -> np.ndarray:
     sums = np.cumsum(np.insert(values, 0, 0.0))
     counts = np.minimum(np.arange(1, values.size + 1), window)
     return (sums[1:] - sums[np.arange(1, values.size + 1) - counts]) / counts
+
+
+def log_axis(values: Iterable[Sequence[float]]) -> dict:
+    """A log axis whose ticks are written in full: 1, 2, 5 in every decade the values span (only the powers of ten
+    past 4 decades), labelled 0.5 and 0.2 below 1 (plotly's own log ticks write a bare 5 and 2 there)."""
+    flat = np.concatenate([np.ravel(np.asarray(v, dtype=np.float64)) for v in values] or [np.zeros(0)])
+    flat = flat[np.isfinite(flat) & (flat > 0)]
+    if flat.size == 0:
+        return dict(type="log")
+    low, high = math.floor(math.log10(flat.min())), math.ceil(math.log10(flat.max()))
+    mantissas = (1, 2, 5) if high - low <= 4 else (1,)
+    ticks = [float(f"{m * 10.0 ** e:.1g}") for e in range(low, max(high, low + 1) + 1) for m in mantissas]
+    return dict(type="log", tickmode="array", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+
+
+def rate_axis(rates: Iterable[Sequence[float]]) -> dict:
+    """A learning-rate axis from 0 to just above the largest rate: a constant rate is drawn at its height, not
+    flat in the middle of plotly's default ±1 range around it."""
+    top = max((float(np.nanmax(r)) for r in rates if len(r)), default=0.0)
+    return dict(range=[0, top * 1.2 if top > 0 else 1], tickformat="~g")
 
 
 def run_color(index: int) -> str:
@@ -81,7 +102,8 @@ def training_curves(runs: Sequence[tuple[str, Mapping[str, np.ndarray]]], *, cli
         fig.add_hline(y=clip, line=dict(color=THRESHOLD_COLOR, dash="dot", width=1), row=2, col=2,
                       annotation_text=f"clip {clip:g}", annotation_position="top left",
                       annotation_font_color=THRESHOLD_COLOR)
-    fig.update_yaxes(type="log", row=2, col=2)
+    fig.update_yaxes(log_axis([history["grad_norm"] for _, history in runs] + [list(clips)]), row=2, col=2)
+    fig.update_yaxes(rate_axis([history["learning_rate"] for _, history in runs]), row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=1, col=2)
     fig.update_xaxes(title_text="step", row=2)
     fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), hovermode="x unified",
@@ -96,7 +118,7 @@ def gradient_norm_figure(steps: np.ndarray, grad_norms: Mapping[str, np.ndarray]
     fig = go.Figure()
     for (group, values), color in zip(grad_norms.items(), layer_colors(len(grad_norms))):
         _raw_and_mean(fig, steps, values, group, color, "solid", window)
-    fig.update_yaxes(type="log", title_text="‖gradient‖")
+    fig.update_yaxes(log_axis(grad_norms.values()), title_text="‖gradient‖")
     fig.update_xaxes(title_text="step")
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=50, b=10), hovermode="x unified",
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
@@ -106,9 +128,10 @@ def gradient_norm_figure(steps: np.ndarray, grad_norms: Mapping[str, np.ndarray]
 def lines_over_steps(series: Mapping[str, tuple[Sequence[int], Sequence[float]]], *, title: str, y_title: str,
                      colors: Sequence[str] | None = None, dashes: Sequence[str] | None = None,
                      threshold: float | None = None, marker: int | None = None, height: int = 360,
-                     log: bool = False, markers: bool = True) -> go.Figure:
+                     log: bool = False, markers: bool = True, from_zero: bool = False) -> go.Figure:
     """One line per series, name -> (steps, values), e.g. a statistic of every snapshot. threshold: a dotted
-    horizontal line; marker: a vertical line at this step (the scrubber's); markers: a dot at every point."""
+    horizontal line; marker: a vertical line at this step (the scrubber's); markers: a dot at every point;
+    log: a log axis (log_axis); from_zero: a linear axis from 0 to just above the largest value (rate_axis)."""
     colors = list(colors) if colors is not None else layer_colors(len(series))
     fig = go.Figure()
     for index, (name, (steps, values)) in enumerate(series.items()):
@@ -122,7 +145,9 @@ def lines_over_steps(series: Mapping[str, tuple[Sequence[int], Sequence[float]]]
     if marker is not None:
         fig.add_vline(x=marker, line=dict(color=THRESHOLD_COLOR, width=1))
     fig.update_xaxes(title_text="step")
-    fig.update_yaxes(title_text=y_title, type="log" if log else "linear")
+    values = [values for _, values in series.values()]
+    fig.update_yaxes(log_axis(values) if log else rate_axis(values) if from_zero else dict(type="linear"),
+                     title_text=y_title)
     fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40 if title else 10, b=10),
                       showlegend=len(series) > 1, legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
     return fig
