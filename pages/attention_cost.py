@@ -24,7 +24,7 @@ from core.figures.maths import cost_figure, token_agreement_bars  # noqa: E402
 from core.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelComparison,  # noqa: E402
                                    compare_on_recording, fitted_slope, measure_cost)
 from pages._common import (BIND, chart, layer_head_picker, model_picker, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, text_cards, typed_text_recording)
+                           predict_then_reveal, text_cards, typed_text_recording)
 
 N_CHOICES = [64, 128, 256, 512, 1024, 2048, 4096]
 HEAD_DIMS = [16, 32, 64]
@@ -181,7 +181,6 @@ def reveal_comparison(comparison: KernelComparison, recording, notation: str, pr
 # ---------------------------------------------------------------------------------------------------------
 
 st.title("Cost of attention")
-presenter_mode()
 st.markdown("Softmax attention builds an N×N matrix of scores (seed 003, Algorithm 1): time and memory grow as "
             "**N²** (Theorem 9.1). Linear attention (seed 003 §6.2) swaps exp(q·k) for a product of features "
             "φ(q)·φ(k) and multiplies in the other order, so no N×N matrix is ever formed: **N**.")

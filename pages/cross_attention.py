@@ -25,7 +25,7 @@ from core.figures.attention import HEAD_COLORS, head_heatmap  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
 from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun, alignment_mass,  # noqa: E402
                           list_seq2seq_cards, load_seq2seq, run_translation)
-from pages._common import (BIND, chart, notation_switch, predict_then_reveal, presenter_mode,  # noqa: E402
+from pages._common import (BIND, chart, notation_switch, predict_then_reveal,  # noqa: E402
                            show_input_error)
 
 DEFAULT_MODEL = "tailish"
@@ -349,7 +349,6 @@ st.title("Encoder–decoder")
 st.caption("A small translation model: an **encoder** reads an English sentence, a **decoder** writes it in "
            "Tailish, a made-up language, one word at a time, reading the encoder's output through "
            "**cross-attention** (seed 003 §3.1 and §6.3; seed 002, *The Decoder*).")
-presenter_mode()
 notation = notation_switch()
 card = seq2seq_picker()
 with st.expander("Tailish: the rules that make the reference translation", icon=":material/menu_book:"):

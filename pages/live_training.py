@@ -34,7 +34,7 @@ from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, Liv
                        RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, archive, encodings_for,
                        masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
-from pages._common import BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode  # noqa: E402
+from pages._common import BIND, chart, models_dir, notation_switch, predict_then_reveal  # noqa: E402
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -423,7 +423,6 @@ def reveal_pattern_step(prediction: str | None, view: RunView) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 st.title("Live training")
-presenter_mode()
 notation = notation_switch()
 st.caption("Train a tiny transformer here, on this computer's CPU, and watch it learn: the loss and accuracy, the "
            "learning rate of the schedule, the gradient of every layer, and its attention heads forming. Training "

@@ -36,7 +36,7 @@ from core.position_lab import ROUNDING, incremental_change  # noqa: E402
 from core.record import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, model_picker, models_dir,  # noqa: E402
-                           predict_then_reveal, presenter_mode, shared_result, show_input_error, text_cards)
+                           predict_then_reveal, shared_result, show_input_error, text_cards)
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
@@ -306,7 +306,6 @@ def generation_section(card) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 card = model_picker(text_cards())
-presenter_mode()
 st.title("Masks & generation")
 st.markdown("A mask decides which keys each query may attend to: the allowed-matrix A is zero wherever the mask "
             "says no (seed 001 §4.1; seed 003 §6.1 on sparse patterns). Edit one, watch the model under it, then "

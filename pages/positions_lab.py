@@ -30,7 +30,7 @@ from core.lens import stream_labels  # noqa: E402
 from core.positions import alibi_slopes  # noqa: E402
 from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, model_picker,  # noqa: E402
-                           models_dir, predict_then_reveal, presenter_mode, show_input_error, text_cards,
+                           models_dir, predict_then_reveal, show_input_error, text_cards,
                            trained_alternative)
 
 TABLE_CAPTIONS = {
@@ -320,7 +320,6 @@ def attention_past_the_length(models: dict, length: int) -> None:
 
 cards = text_cards()
 card = model_picker(cards)
-presenter_mode()
 model, _ = get_model(card.name, str(models_dir()))
 st.title("Position encodings")
 st.markdown("Attention treats its input as a set: nothing in q·k says where a token stands (seed 001 §3). A position "
