@@ -308,7 +308,7 @@ html { font-size: 21px; }
 </style>"""
 PRESENTER_FONT = 20  # chart font size in presenter mode (plotly's default is 12)
 PRESENTER_SCALE = PRESENTER_FONT / 12  # every chart's type grows by this in presenter mode
-PRESENTER_HEIGHT = 1.3  # and its height by this, so that its larger labels do not squeeze the plot
+PRESENTER_HEIGHT = 1.3  # and its height by at least this, so that its larger labels do not squeeze the plot
 
 
 def presenter_mode() -> bool:
@@ -336,8 +336,8 @@ def _enlarge_fonts(node, factor: float) -> None:
 
 
 def presenter_figure(fig):
-    """The figure as presenter mode shows it: every text larger by PRESENTER_SCALE, the figure taller by
-    PRESENTER_HEIGHT. Outside presenter mode the figure itself."""
+    """The figure as presenter mode shows it: every text and fixed margin larger by PRESENTER_SCALE, the figure
+    taller (its plot keeps at least its height). Outside presenter mode the figure itself."""
     if not st.session_state.get("presenter"):
         return fig
     import plotly.graph_objects as go  # figures import plotly: only pages that draw pay for it
@@ -347,8 +347,13 @@ def presenter_figure(fig):
     layout = spec.setdefault("layout", {})
     layout.setdefault("font", {}).setdefault("size", PRESENTER_FONT)
     layout.setdefault("hoverlabel", {}).setdefault("font", {}).setdefault("size", PRESENTER_FONT)
-    if layout.get("height"):
-        layout["height"] = round(layout["height"] * PRESENTER_HEIGHT)
+    margin = layout.get("margin", {})
+    for side in "lrtb":  # fixed margins (core/figures sizes them to the labels) grow with the labels' type
+        if side in margin:
+            margin[side] = round(margin[side] * PRESENTER_SCALE)
+    if layout.get("height"):  # taller by at least what the larger margins above and below take
+        grown = (margin.get("t", 0) + margin.get("b", 0)) * (1 - 1 / PRESENTER_SCALE)
+        layout["height"] = round(max(layout["height"] * PRESENTER_HEIGHT, layout["height"] + grown))
     return go.Figure(spec)
 
 
