@@ -76,8 +76,8 @@ def page(request, browser):
 def open_page(page, url: str) -> None:
     """Load `url` and wait until the run has ended and its charts have been drawn."""
     page.goto(url)
-    page.wait_for_selector(CHARTS)  # every page draws charts without a click (the cost page after measuring)
-    wait_idle(page)
+    page.wait_for_selector('[data-testid="stMain"] h1')
+    wait_idle(page)  # the cost page draws its charts only after a click: no chart is awaited
     page.wait_for_function(f"""() => [...document.querySelectorAll('.al-heatmap')]
                                      .every(el => el.dataset.drawn !== '0')""")
     page.wait_for_timeout(500)  # plotly's resize to its column
