@@ -305,6 +305,8 @@ html { font-size: 21px; }
 [data-testid="stMain"] h1 { font-size: 2.6rem; }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; line-height: 1.5; }
+/* the sidebar's drop-downs are the presenter's, not the class's: at about their usual size their choice fits */
+[data-testid="stSidebar"] [data-testid="stSelectbox"] input { font-size: 0.7rem !important; }
 </style>"""
 PRESENTER_FONT = 20  # chart font size in presenter mode (plotly's default is 12)
 PRESENTER_SCALE = PRESENTER_FONT / 12  # every chart's type grows by this in presenter mode
