@@ -10,6 +10,8 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from pages._common import presenter_mode
+
 torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
 # The icon is a file we ship: a Material or emoji icon would be fetched from a font server or CDN on every page.
 ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
@@ -30,4 +32,5 @@ PAGES = [
 ]
 
 pg = st.navigation(PAGES)
+presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page
 pg.run()

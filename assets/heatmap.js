@@ -97,10 +97,10 @@ function margins(spec, ctx, step, font, tick, scale) {
   return {longest, rotate, titleRow, top, bottom, left: longest + GAP + font + 14, right: 10};
 }
 
-function layout(spec, ctx, width, colors, scale) {
+function layout(spec, ctx, width, colors, scale, room = null) { // room: the cells' height, else what spec.height leaves
   const font = 12 * scale, tick = spec.tick_font * scale;
   ctx.font = `${tick}px ${colors.font}`;
-  const fit = m => Math.max(0.05, Math.min((width - m.left - m.right) / spec.cols, (spec.height - m.top - m.bottom) / spec.rows));
+  const fit = m => Math.max(0.05, Math.min((width - m.left - m.right) / spec.cols, (room ?? spec.height - m.top - m.bottom) / spec.rows));
   let step = spec.tick_step, m = margins(spec, ctx, step, font, tick, scale), cell = fit(m);
   const spaced = Math.ceil(1.25 * tick / cell); // labels at least 1.25 lines apart, however small the cells
   if (spaced > step) {
@@ -199,7 +199,9 @@ function drawHatching(ctx, spec, box) {
 function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` device pixels per CSS pixel
   const scale = spec.font_scale || 1;
   const ctx = canvas.getContext("2d");
-  const box = layout(spec, ctx, width, colors, scale);
+  // larger type (presenter mode) makes the chart taller, never its cells smaller: they keep the room they have at scale 1
+  const plain = scale > 1 ? layout(spec, ctx, width, colors, 1) : null;
+  const box = layout(spec, ctx, width, colors, scale, plain && spec.height - plain.top - plain.bottom);
   canvas.width = Math.round(width * ratio);
   canvas.height = Math.round(box.height * ratio);
   canvas.style.width = `${width}px`;

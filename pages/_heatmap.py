@@ -12,9 +12,9 @@ from pathlib import Path
 import streamlit as st
 
 from core.figures.canvas import pack
+from pages._common import PRESENTER_SCALE
 
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "heatmap.js"
-PRESENTER_SCALE = 20 / 12  # presenter mode's chart font (pages._common.PRESENTER_FONT) over the usual 12 px
 CSS = """
 .al-heatmap { position: relative; width: 100%; }
 .al-heatmap canvas { display: block; cursor: crosshair; }

@@ -25,9 +25,8 @@ from core.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelC
                                    compare_on_recording, fitted_slope, measure_cost)
 from core.predictions import closeness, nearest_factor  # noqa: E402
 from pages._common import (BIND, chart, layer_head_picker, model_picker, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, show_grade, text_cards, typed_text_recording,
+                           predict_then_reveal, show_grade, text_cards, typed_text_recording,
                            until_revealed)
-
 N_CHOICES = [64, 128, 256, 512, 1024, 2048, 4096]
 HEAD_DIMS = [16, 32, 64]
 REPEATS = 5
@@ -188,7 +187,6 @@ def reveal_comparison(comparison: KernelComparison, recording, notation: str, pr
 # ---------------------------------------------------------------------------------------------------------
 
 st.title("Cost of attention")
-presenter_mode()
 st.markdown("Softmax attention compares every query with every key (seed 003, Algorithm 1). Linear attention (seed "
             "003 §6.2) swaps exp(q·k) for a product of features φ(q)·φ(k) and multiplies in the other order. How "
             "does each one's time grow with the number of tokens N? Predict, measure, then reveal.")

@@ -27,8 +27,7 @@ from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E
 from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun, alignment_mass,  # noqa: E402
                           list_seq2seq_cards, load_seq2seq, run_translation)
 from pages._common import (BIND, chart, keep_in_range, known_words_expander, literal, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, revealed, show_grade, show_input_error,
-                           until_revealed)
+                           predict_then_reveal, revealed, show_grade, show_input_error, until_revealed)
 
 DEFAULT_MODEL = "tailish"
 DEFAULT_SOURCE = "the dog that the children loved chased two old cats ."
@@ -390,7 +389,6 @@ st.title("Encoder–decoder")
 st.caption("A small translation model: an **encoder** reads an English sentence, a **decoder** writes it in "
            "Tailish, a made-up language, one word at a time, reading the encoder's output through "
            "**cross-attention** (seed 003 §3.1 and §6.3; seed 002, *The Decoder*).")
-presenter_mode()
 notation = notation_switch()
 card = seq2seq_picker()
 with st.expander("Tailish: the rules that make the reference translation", icon=":material/menu_book:"):

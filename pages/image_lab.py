@@ -29,8 +29,8 @@ from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_i
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
 from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
-                           keep_in_url, layer_head_picker, model_cards, model_from_link, model_label, models_dir,
-                           notation_switch, show_input_error)
+                           keep_in_url, layer_head_picker, model_cards, model_from_link, model_label,
+                           models_dir, notation_switch, plotly_chart, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -261,7 +261,7 @@ with col_prediction:
         verdict = " ✓ correct" if run.predicted == true_label else f" ✗ (it is a {CLASSES[true_label]})"
     st.markdown(f"**{model_name}** says **{run.predicted_class}** ({run.probabilities[run.predicted]:.1%})"
                 f"{verdict}")
-    st.plotly_chart(class_probability_bars(run.probabilities, run.classes, true_label), key="probability_chart",
+    plotly_chart(class_probability_bars(run.probabilities, run.classes, true_label), key="probability_chart",
                     config=NO_BAR)
     readout = ("the CLS token x₀ after the last block" if cfg.uses_cls
                else "the mean of all tokens after the last block (this model has no CLS token)")
@@ -290,10 +290,10 @@ token_n = int(token_n) if token_n in choices else choices[len(choices) // 2]
 chosen = token_n - first
 with col_formula:
     st.markdown(f"$$x_{{{token_n}}} = W\\,p_{{{token_n}}} + e_{{{token_n}}}$$")
-image_slot.plotly_chart(image_with_grid(run.image, patch, first, selected=chosen), key="image_chart",
+plotly_chart(image_with_grid(run.image, patch, first, selected=chosen), image_slot, key="image_chart",
                         config=NO_BAR, on_select=_pick_patch, selection_mode="points")
 token = patch_token(model, run, chosen)
-st.plotly_chart(figure2_strip(token.pixels, token.vec, token.embedded, token.position, token.token_vector,
+plotly_chart(figure2_strip(token.pixels, token.vec, token.embedded, token.position, token.token_vector,
                               token.token, notation=notation), key="figure2_chart", config=PLOT_CONFIG)
 layout_note = ("Paper notation: each vector is a column, as in X (D × N) of seed 001."
                if notation == "paper" else "Common notation: each vector is a row, as in X (N × D).")
@@ -322,11 +322,11 @@ with col_one:
     self_note = (f" CLS keeps **{attention.cls_self[layer, head]:.1%}** on itself; the patches share the rest."
                  if attention.cls_self is not None else "")
     st.markdown(f"**Layer {layer}, head {head}**: {query_word}.{self_note}")
-    st.plotly_chart(attention_overlay(run.image, attention.grid[layer, head], patch, first),
+    plotly_chart(attention_overlay(run.image, attention.grid[layer, head], patch, first),
                     key="cls_chart", config=NO_BAR)
 with col_all:
     st.markdown("**Every layer and head** (each panel scaled to its own maximum)")
-    st.plotly_chart(attention_small_multiples(run.image, attention.grid, patch, first, selected=(layer, head),
+    plotly_chart(attention_small_multiples(run.image, attention.grid, patch, first, selected=(layer, head),
                                               cell_px=125,
                                               extra=attention.cls_self),
                     key="cls_all_chart", config=NO_BAR)
@@ -342,7 +342,7 @@ with col_rollout:
     source = st.radio("Roll out from", ["readout", "patch"], key="rollout_from", bind=BIND, horizontal=True,
                       captions=[readout_label, f"the chosen patch, n = {token_n}"])
     grid, cls_share, what = rollout_grid(run, None if source != "patch" else chosen)
-    st.plotly_chart(attention_overlay(run.image, grid, patch, first,
+    plotly_chart(attention_overlay(run.image, grid, patch, first,
                                       selected=chosen if source == "patch" else None, what="rollout"),
                     key="rollout_chart", config=NO_BAR)
     share = f" {cls_share:.1%} stays on the CLS token." if cls_share is not None else ""
@@ -354,6 +354,6 @@ with col_patch:
     st.markdown(f"Layer {layer}, head {head}: "
                 + (f"row {token_n} of A" if notation == "common" else f"column {token_n} of $A_{{n',n}}$")
                 + (f"; **{to_cls:.1%}** goes to the CLS token." if to_cls is not None else "."))
-    st.plotly_chart(attention_overlay(run.image, weights, patch, first, selected=chosen),
+    plotly_chart(attention_overlay(run.image, weights, patch, first, selected=chosen),
                     key="patch_chart", config=NO_BAR)
     st.caption("The chosen patch is outlined. Change the layer and head above, or the patch in figure 2 above.")

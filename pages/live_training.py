@@ -35,8 +35,8 @@ from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, Liv
                        encodings_for, masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
 from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
-from pages._common import (BIND, chart, models_dir, notation_switch, predict_then_reveal, presenter_mode,  # noqa: E402
-                           show_grade, until_revealed)
+from pages._common import (BIND, chart, models_dir, notation_switch, predict_then_reveal, show_grade,  # noqa: E402
+                           until_revealed)
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -482,7 +482,6 @@ def reveal_pattern_step(prediction: str | None, view: RunView | None) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 st.title("Live training")
-presenter_mode()
 notation = notation_switch()
 st.caption("Train a tiny transformer here, on this computer's CPU, and watch it learn: the loss and accuracy, the "
            "learning rate of the schedule, the gradient of every layer, and its attention heads forming. Training "

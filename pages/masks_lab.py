@@ -36,8 +36,8 @@ from core.record import TextInputError, encode_text, record_text, tokenizer  # n
 from core.recording import Recording  # noqa: E402
 from core.predictions import cache_agreement, changed_count, empty_row  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, keep_in_range, literal, model_picker,  # noqa: E402
-                           models_dir, predict_then_reveal, presenter_mode, revealed, shared_result,
-                           show_grade, show_input_error, text_cards, until_revealed)
+                           models_dir, predict_then_reveal, revealed, shared_result, show_grade,
+                           show_input_error, text_cards, until_revealed)
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
@@ -339,7 +339,6 @@ def generation_section(card) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 card = model_picker(text_cards())
-presenter_mode()
 st.title("Masks & generation")
 st.markdown("A mask decides which keys each query may attend to: the allowed-matrix A is zero wherever the mask "
             "says no (seed 001 §4.1; seed 003 §6.1 on sparse patterns). Edit one, watch the model under it, then "

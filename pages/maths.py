@@ -23,8 +23,8 @@ from core.figures.attention import head_heatmap, softmax_row_bar  # noqa: E402
 from core.figures.maths import matrix_heatmap, token_axis_labels  # noqa: E402
 from core.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
 from core.predictions import closeness  # noqa: E402
-from pages._common import (BIND, Setting, chart, get_model, get_recording, keep_in_range, layer_head_picker,  # noqa: E402
-                           literal, model_picker, models_dir, predict_then_reveal, presenter_mode,
+from pages._common import (BIND, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
+                           layer_head_picker, literal, model_picker, models_dir, predict_then_reveal,
                            show_grade, text_cards, token_choices, typed_text_recording, until_revealed)
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
@@ -101,7 +101,6 @@ def summary_frame(maths: LayerMaths, head: int) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------
 
 st.title("The maths, step by step")
-presenter_mode()
 st.caption("One head of one layer, computed in the notation of the seed paper (Turner, *An Introduction to "
            "Transformers*, §2) with the live numbers of a bundled model on your text. **Paper layout:** X is D×N, "
            "one column per token; the attention matrix A_h is N×N with A_h[n′, n] the weight query n gives key n′, "

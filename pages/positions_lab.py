@@ -32,8 +32,8 @@ from core.positions import alibi_slopes  # noqa: E402
 from core.predictions import length_change, similar_positions  # noqa: E402
 from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
-                           model_picker, models_dir, predict_then_reveal, presenter_mode, show_grade,
-                           show_input_error, text_cards, trained_alternative, until_revealed)
+                           model_picker, models_dir, predict_then_reveal, show_grade, show_input_error,
+                           text_cards, trained_alternative, until_revealed)
 
 TABLE_CAPTIONS = {
     "sinusoidal": "e_n[2i] = sin(n / 10000^(2i/D)), e_n[2i+1] = cos(n / 10000^(2i/D)) (Vaswani et al.): the vector "
@@ -358,7 +358,6 @@ def attention_past_the_length(models: dict, length: int) -> None:
 
 cards = text_cards()
 card = model_picker(cards)
-presenter_mode()
 model, _ = get_model(card.name, str(models_dir()))
 st.title("Position encodings")
 st.markdown("Attention scores each query against each key with q·k (seed 001 §3). A position encoding tells the "

@@ -24,8 +24,8 @@ from core.figures.stream import (contribution_bars, logit_lens_heatmap, predicti
 from core.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
                        residual_norms)
 from core.record import tokenizer  # noqa: E402
-from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, text_cards,  # noqa: E402
-                           token_choices, typed_text_recording)
+from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, plotly_chart,  # noqa: E402
+                           text_cards, token_choices, typed_text_recording)
 
 PLOT_CONFIG = {"displaylogo": False}
 LENS_K = 5
@@ -76,7 +76,7 @@ def prediction_view(logits: np.ndarray, lens, tokens, unknown, vocab, reads: str
     ids, probs = final_prediction(logits[position], temperature, int(top_k or 10))
     col_bars, col_layers = st.columns([1, 1], gap="large")
     with col_bars:
-        st.plotly_chart(prediction_bars([vocab[i] for i in ids], probs,
+        plotly_chart(prediction_bars([vocab[i] for i in ids], probs,
                                         title=f"{reads} {'after' if reads == 'next token' else 'at'} "
                                               f"{html.escape(labels[position])}, T = {temperature:g}"),
                         key="prediction_chart", config=PLOT_CONFIG)
@@ -128,7 +128,7 @@ except NotDecomposableError as error:
 
 # --- norms --------------------------------------------------------------------------------------------------
 st.subheader("How large the stream is after each block")
-st.plotly_chart(residual_norm_heatmap(norms, tokens, lens.labels, unknown=unknown), key="norm_chart",
+plotly_chart(residual_norm_heatmap(norms, tokens, lens.labels, unknown=unknown), key="norm_chart",
                 config=PLOT_CONFIG)
 st.caption("‖x_n‖, the length of token n's stream: *embed* is token embedding + position embedding going into "
            "block 0; *after Lm* is the stream leaving block m." + (
@@ -147,7 +147,7 @@ else:
         st.caption(f"{len(decomposition.parts)} parts: the token embedding, the position embedding, and the output "
                    f"of each of the {cfg.n_layers} attention and {cfg.n_layers} MLP sublayers.")
     with col_chart:
-        st.plotly_chart(contribution_bars(decomposition.projections(), np.linalg.norm(decomposition.stream, axis=1),
+        plotly_chart(contribution_bars(decomposition.projections(), np.linalg.norm(decomposition.stream, axis=1),
                                           tokens, unknown=unknown), key="contribution_chart", config=PLOT_CONFIG)
     st.latex(r"x_n^{(M)} = \mathrm{embed}_n + e_n + \sum_{m<M}\left(\mathrm{attn}^{(m)}_n + \mathrm{mlp}^{(m)}_n\right)"
              r"\quad\Rightarrow\quad \|x_n^{(M)}\| = \sum_i c_{i,n}\cdot\frac{x_n^{(M)}}{\|x_n^{(M)}\|}")
@@ -157,7 +157,7 @@ else:
 
 # --- logit lens ----------------------------------------------------------------------------------------------
 st.subheader("Logit lens: the guess at each block")
-st.plotly_chart(logit_lens_heatmap(lens.top_probs, [[[vocab[i] for i in row] for row in point]
+plotly_chart(logit_lens_heatmap(lens.top_probs, [[[vocab[i] for i in row] for row in point]
                                                     for point in lens.top_ids],
                                    tokens, lens.labels, unknown=unknown, reads=reads), key="lens_chart",
                 config=PLOT_CONFIG)

@@ -31,10 +31,11 @@ from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, MIN_LINE_WEIG
                                     rollout_heatmap, small_multiples, softmax_row_bar, token_labels, weight_outside)
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
-from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting, ablation_encodings,  # noqa: E402
-                           chosen_setting, get_recording, keep_in_range, keep_in_url, layer_head_picker,
-                           model_picker, notation_switch, presenter_mode, show_input_error, text_cards,
-                           token_choices, trained_encodings, unknown_warning)
+from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
+                           ablation_encodings, chosen_setting, get_recording, keep_in_range, keep_in_url,
+                           layer_head_picker, model_picker, notation_switch, plotly_chart,
+                           show_input_error, text_cards, token_choices,
+                           trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -307,10 +308,10 @@ def score_breakdown(recording: Recording, layer: int, head: int, notation: str, 
                      "disagree.", icon=":material/error:")
     col_products, col_row = st.columns(2, gap="large")
     with col_products:
-        st.plotly_chart(qk_products_bar(b.q, b.k, rotated=b.rotated), key="qk_products_chart",
+        plotly_chart(qk_products_bar(b.q, b.k, rotated=b.rotated), key="qk_products_chart",
                         config=png_config(f"{model_name(recording)}_qk_L{layer}_H{head}_q{query}_k{key}", zoom=False))
     with col_row:
-        st.plotly_chart(softmax_row_bar(b.row_weights, b.row_scores, tokens, key, unknown=unknown, query=query),
+        plotly_chart(softmax_row_bar(b.row_weights, b.row_scores, tokens, key, unknown=unknown, query=query),
                         key="qk_row_chart",
                         config=png_config(f"{model_name(recording)}_softmax_L{layer}_H{head}_q{query}", zoom=False))
     st.caption("Left: each component's contribution q_i k_i; their sum is the dot product. Right: the weights of "
@@ -369,7 +370,7 @@ def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> 
     """Every layer x head as small multiples (the selected one outlined), with buttons that open one. The tiles
     share about 720 px of width, so the grid is not shrunk into a tall, mostly empty chart."""
     m, h = recording.n_layers, recording.config.n_heads
-    st.plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
+    plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
                                     masked=masked_of(recording, 0), cell_px=int(np.clip(720 / h, 50, 180)),
                                     tokens=recording.meta["tokens"]),
                     key="overview_chart", config=png_config(f"{model_name(recording)}_all_heads_{notation}", zoom=False))
@@ -425,10 +426,10 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
         if not heads:
             st.info("Pick at least one head.", icon="ℹ️")
             return
-        st.plotly_chart(head_lines(recording.pattern(layer), tokens, heads, unknown=unknown, query=token,
-                                   notation=notation, layer=layer, shown=shown),
-                        key="lines_chart",
-                        config=png_config(f"{model_name(recording)}_head_view_L{layer}_{notation}"))
+        plotly_chart(head_lines(recording.pattern(layer), tokens, heads, unknown=unknown, query=token,
+                                notation=notation, layer=layer, shown=shown),
+                     key="lines_chart",
+                     config=png_config(f"{model_name(recording)}_head_view_L{layer}_{notation}"))
 
 
 @st.fragment
@@ -457,7 +458,7 @@ def rollout_section(recording: Recording, notation: str, compared: bool = False)
                                             "Common notation: row n is output token n, columns are the inputs n′.")
                    + (" Showing B, the chosen setting." if compared else ""))
     with col_chart:
-        st.plotly_chart(rollout_heatmap(matrix, tokens, unknown=unknown, notation=notation), key="rollout_chart",
+        plotly_chart(rollout_heatmap(matrix, tokens, unknown=unknown, notation=notation), key="rollout_chart",
                         config=png_config(f"{model_name(recording)}_rollout_{notation}"))
 
 
@@ -565,7 +566,6 @@ def explorer(card, cards, text: str, notation: str) -> None:
 
 st.title("Text explorer")
 st.caption("Type a sentence and see where each attention head of a small trained transformer looks.")
-presenter_mode()
 cards = text_cards()
 card = model_picker(cards)
 notation = notation_switch()

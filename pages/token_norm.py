@@ -23,7 +23,7 @@ from core.figures.stream import norm_axes_figure, token_norm_bars, token_statist
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from core.predictions import standardised  # noqa: E402
 from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, notation_switch,  # noqa: E402
-                           predict_then_reveal, presenter_mode, show_grade, text_cards, token_choices,
+                           plotly_chart, predict_then_reveal, show_grade, text_cards, token_choices,
                            typed_text_recording, until_revealed)
 
 PLOT_CONFIG = {"displaylogo": False}
@@ -82,7 +82,6 @@ st.caption("Before attention and before the MLP, every token's vector is normali
            "(seed 001 §2.3, which calls LayerNorm *TokenNorm* for this reason).")
 st.latex(r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d,"
          r"\qquad \mathrm{mean}(x_n) = \tfrac1D \textstyle\sum_d x_{d,n}")
-presenter_mode()
 cards = text_cards()
 card = model_picker(cards)
 notation = notation_switch()
@@ -129,7 +128,7 @@ predict_then_reveal("predict_standardised", "After TokenNorm (before γ and β),
 st.subheader("What TokenNorm removes from each token")
 col_stats, col_table = st.columns([5, 4], gap="large")
 with col_stats:
-    st.plotly_chart(token_statistics_chart(view.mean, view.std, tokens, unknown=unknown, selected=token),
+    plotly_chart(token_statistics_chart(view.mean, view.std, tokens, unknown=unknown, selected=token),
                     key="stats_chart", config=PLOT_CONFIG)
 with col_table:
     frame = per_token_frame(view, tokens)
@@ -149,7 +148,7 @@ m1.metric("mean(x_n)", f"{view.mean[token]:.4f}")
 m2.metric("std(x_n)", f"{view.std[token]:.4f}")
 m3.metric("‖x_n‖ before", f"{np.linalg.norm(view.before[token]):.3f}")
 m4.metric("‖x̄_n‖ after", f"{np.linalg.norm(view.after[token]):.3f}")
-st.plotly_chart(token_norm_bars(view.before[token], view.standardized[token], view.after[token],
+plotly_chart(token_norm_bars(view.before[token], view.standardized[token], view.after[token],
                                 float(view.mean[token]), float(view.std[token]), view.gamma, view.beta),
                 key="token_chart", config=PLOT_CONFIG)
 st.caption("Top: the vector TokenNorm receives, with its mean (solid) and mean ± std (dotted). Middle: centred and "
@@ -164,7 +163,7 @@ feature = st.number_input("Feature d to outline for BatchNorm", 0, cfg.d_model -
                                           "the batch.")
 feature = 0 if feature is None else int(np.clip(feature, 0, cfg.d_model - 1))
 token_stats, batch_stats = tokennorm_statistics(view.before), batchnorm_statistics(view.before)
-st.plotly_chart(norm_axes_figure(token_stats.normalized, batch_stats.normalized, token_stats.mean, batch_stats.mean,
+plotly_chart(norm_axes_figure(token_stats.normalized, batch_stats.normalized, token_stats.mean, batch_stats.mean,
                                  tokens, unknown=unknown, selected_token=token, selected_feature=feature,
                                  notation=notation), key="fig5_chart", config=PLOT_CONFIG)
 orientation = ("Paper notation: X is D × N, features down the rows and tokens across, as in seed 001."

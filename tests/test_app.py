@@ -139,7 +139,8 @@ def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
 def test_head_chart_in_presenter_mode_and_the_title_its_png_carries(app):
     spec = heatmap_spec(app, "head_chart")
     assert spec["font_scale"] == 1 and spec["png_title"] == "Layer 0, head 0 · lm-rope · mask causal (own) · encoding rope (own)"
-    app.sidebar.toggle(key="presenter").set_value(True).run()
+    app.session_state["presenter"] = True  # the toggle itself is app.py's (tests/test_browser_layout.py)
+    app.run()
     assert_ok(app)
     assert heatmap_spec(app, "head_chart")["font_scale"] == pytest.approx(20 / 12)  # as the plotly charts' 20 px
 

@@ -96,7 +96,8 @@ def test_maths_page_on_a_post_ln_model_and_in_presenter_mode(app):
     checks = frame(at, "max |recomputed − recorded|")
     assert "Residual, then TokenNorm (post-LN)" in set(checks["step"])
     assert (checks["max |recomputed − recorded|"].dropna() < 1e-5).all()
-    at.sidebar.toggle(key="presenter").set_value(True).run()
+    at.session_state["presenter"] = True  # the toggle itself is app.py's (tests/test_browser_layout.py)
+    at.run()
     ok(at)
     assert figures(at)[0]["layout"]["font"]["size"] == 20
 

@@ -181,14 +181,13 @@ def test_positions_permutation_on_a_model_without_an_encoding_and_bad_input(app)
 
 
 def test_positions_page_reads_the_url_and_presenter_mode(app):
-    at = app(POSITIONS, model="mlm-learned", encoding="learned", positions="16", rope_pair="2", bias_positions="6",
-             presenter="true")
+    at = app(POSITIONS, model="mlm-learned", encoding="learned", positions="16", rope_pair="2", bias_positions="6")
     ok(at)
     assert (at.radio(key="encoding").value, at.slider(key="positions").value, at.slider(key="rope_pair").value,
             at.slider(key="bias_positions").value) == ("learned", 16, 2, 6)
-    assert at.sidebar.toggle(key="presenter").value
     assert "switched on instead (an ablation)" in text_of(at.info)  # a learned model shows RoPE as an ablation
-    at.sidebar.toggle(key="presenter").set_value(False).run()
+    at.session_state["presenter"] = True  # the toggle itself is app.py's (tests/test_browser_layout.py)
+    at.run()
     ok(at)
 
 
