@@ -245,6 +245,12 @@ def trained_alternative(cards: list[ModelCard], current: ModelCard, pe: str | No
     return max(candidates, key=closeness)
 
 
+def with_quality(card: ModelCard) -> str:
+    """A model's name in bold with its held-out figures, for the line that says which model a choice switched to."""
+    figures = registry.quality(card)
+    return f"**{card.name}** (held-out: {figures})" if figures else f"**{card.name}**"
+
+
 def chosen_setting(cards: list[ModelCard], card: ModelCard, mask: str | None, pe: str | None, window: int,
                    stride: int, trained: bool) -> tuple[Setting, str | None]:
     """What to run for a mask and/or position encoding chosen on `card` (None: its own), and the one line saying
@@ -259,7 +265,7 @@ def chosen_setting(cards: list[ModelCard], card: ModelCard, mask: str | None, pe
     both = trained_alternative(cards, card, pe=pe, mask=mask)
     if both is not None:
         return (Setting(both.name, window=both.config.window, stride=both.config.stride),
-                f"Showing **{both.name}**, the bundled model trained with mask {both.config.mask} and encoding "
+                f"Showing {with_quality(both)}, the bundled model trained with mask {both.config.mask} and encoding "
                 f"{both.config.pos_encoding} (the sidebar model is {card.name}).")
     base = card if pe is None else trained_alternative(cards, card, pe=pe)
     if base is None:  # only from a hand-made link: the toggle offers the encodings some model was trained with
@@ -269,7 +275,7 @@ def chosen_setting(cards: list[ModelCard], card: ModelCard, mask: str | None, pe
     if base.name == card.name:
         return ablated, (f"No bundled model was trained with mask {mask}, so it is applied to {card.name} as an "
                          "ablation.")
-    return ablated, (f"Showing **{base.name}** (trained with encoding {pe}) with mask {mask} as an ablation: no "
+    return ablated, (f"Showing {with_quality(base)}, trained with encoding {pe}, with mask {mask} as an ablation: no "
                      f"bundled model was trained with both (the sidebar model is {card.name}).")
 
 
@@ -292,9 +298,10 @@ def trained_encodings(cards: list[ModelCard], card: ModelCard) -> list[str]:
 
 def model_from_link(names: list[str]) -> None:
     """Call before drawing a model picker (URL key `model`) whose labels are more than the names (model_label adds
-    the held-out figure): the URL holds the label, so a link that names the model (model=sort) would match no option
-    and open the default model. The name is taken here instead."""
-    linked = st.query_params.get("model")
+    the held-out figure): the URL holds the label, so a link that names the model (model=sort), or holds a label
+    from before the model was retrained (model=sort (exact match 97%)), would match no option and open the default
+    model. The name, the label's first word, is taken here instead."""
+    linked = (st.query_params.get("model") or "").split(" (")[0].split(" · ")[0]
     if "model" not in st.session_state and linked in names:
         st.session_state["model"] = linked  # written to the URL, as its label, on the next run (keep_in_url)
 

@@ -92,3 +92,10 @@ def test_a_link_names_its_model(page, model):
     assert at.selectbox(key="model").value == model
     at.run()
     assert at.query_params["model"] == at.selectbox(key="model").options[at.selectbox(key="model").index]
+
+
+def test_a_link_from_before_a_model_was_retrained_still_opens_it():
+    """A copied link holds the label with the figure of its day; after retraining the figure differs."""
+    at = start("positions_lab.py", model="sort (exact match 12%)")
+    ok(at)
+    assert at.selectbox(key="model").value == "sort"

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core import registry
 from core.recording import Recording
+from core.registry import quality
 from pages._common import (MASK_CHOICES, Setting, ablation_encodings, chosen_setting, get_recording,
                            trained_encodings)
 
@@ -44,8 +45,9 @@ def test_every_choice_runs_the_asked_mask_and_encoding(card, apply):
             assert recording.meta["pe"] == pe
         if mask is not None:
             assert recording.meta["mask"].split("(")[0] == mask
-        if setting.model != card.name:  # another model: the note names it
-            assert f"**{setting.model}**" in note
+        if setting.model != card.name:  # another model: the note names it, with its held-out figures
+            shown = next(c for c in TEXT_CARDS if c.name == setting.model)
+            assert f"**{setting.model}** (held-out: {quality(shown)})" in note
         elif apply == "trained model" and note is None:  # no note: nothing was changed
             assert (recording.meta["pe"], recording.meta["mask"]) == (card.config.pos_encoding, card.config.mask)
 
@@ -94,7 +96,7 @@ def test_text_explorer_shows_charts_for_every_combination(explorer, model, apply
         if pe != "own":
             assert f"encoding {pe}" in running, (where, running)
         if mask != "own":
-            assert f"— mask {mask}" in running, (where, running)
+            assert f"· mask {mask}" in running, (where, running)
     at.selectbox(key="pe").set_value("own").run()
     at.radio(key="apply").set_value("ablation" if apply == "trained model" else "trained model").run()
     assert_charts(at, (model, mask, "apply switched back"))
