@@ -36,7 +36,10 @@ def test_residual_stream_page_in_the_browser(server, page, shoot):
 
 
 def test_token_norm_page_in_the_browser(server, page, shoot):
-    load(page, f"{server}/token_norm", 3)
+    load(page, f"{server}/token_norm", 1)  # the statistics; the one-token chart and figure 5 wait for Reveal
+    page.get_by_role("button", name="Reveal").click()
+    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 3")
+    wait_idle(page)
     shoot(page, "tokennorm_1_default")
     page.get_by_test_id("stSidebar").get_by_text("paper", exact=True).click()
     page.wait_for_function("() => document.body.innerText.includes('Paper notation: X is D × N')")
