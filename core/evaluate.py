@@ -23,11 +23,11 @@ import torch
 from torch.nn import functional as F
 
 from core.analysis import best_head, induction_score, mirrored_score, rollout
-from core.checkpoint import ModelCard, update_metrics
+from core.checkpoint import ModelCard, load_checkpoint, read_card, update_metrics
 from core.data import algorithmic, grammar
 from core.model import Transformer
 from core.patches import mask_to_patch_fraction
-from core.registry import ASSETS, card_path, list_cards, load_model
+from core.registry import ASSETS, card_path, list_cards, main_figure, quality
 from core.tasks import IGNORE, ImagePool, TokenPool, text_pool
 from core.tokenizer import TextTokenizer
 
@@ -188,6 +188,51 @@ def evaluate(model: Transformer, card: ModelCard, tokenizer: TextTokenizer) -> d
     return evaluate_algorithmic(model, tokenizer, card.task)
 
 
+SEEDS_DIR = ASSETS / "seeds"  # seeds/seed-K/NAME.json: a bundled model trained again with seed K
+
+
+def seed_cards(name: str, seeds_dir: Path = SEEDS_DIR) -> dict[int, Path]:
+    """The card of each seed a model was trained with (python -m core.train --seeds), by seed."""
+    return {int(folder.name.removeprefix("seed-")): folder / f"{name}.json"
+            for folder in sorted(seeds_dir.glob("seed-*")) if (folder / f"{name}.json").exists()}
+
+
+def seed_summary(per_seed: dict[int, dict]) -> dict:
+    """Each seed's headline figures, and their mean and spread (standard deviation over the seeds) per figure."""
+    headlines = {seed: metrics["headline"] for seed, metrics in per_seed.items()}
+    keys = [key for key in next(iter(headlines.values())) if all(key in h for h in headlines.values())]
+    values = {key: np.array([h[key] for h in headlines.values()], dtype=float) for key in keys}
+    return {"seeds": {str(seed): headline for seed, headline in headlines.items()},
+            "mean": {key: float(v.mean()) for key, v in values.items()},
+            "spread": {key: float(v.std()) for key, v in values.items()}}
+
+
+def median_seed(per_seed: dict[int, dict]) -> int:
+    """The seed whose main figure (core.registry.main_figure) is the median one: the model to ship."""
+    key = main_figure(next(iter(per_seed.values()))["headline"])
+    ranked = sorted(per_seed, key=lambda seed: per_seed[seed]["headline"][key])
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def evaluate_card(path: Path, tokenizer: TextTokenizer) -> dict:
+    """Evaluate the model of one card afresh and write the figures into the card."""
+    model, card = load_checkpoint(path)
+    metrics = evaluate(model, card, tokenizer)
+    update_metrics(path, metrics)
+    return metrics
+
+
+def evaluate_bundled(name: str, tokenizer: TextTokenizer) -> dict:
+    """The shipped model's figures and, when it was trained at several seeds, every seed's and their summary."""
+    metrics = evaluate_card(card_path(name), tokenizer)
+    seeds = seed_cards(name)
+    if seeds:
+        per_seed = {seed: evaluate_card(path, tokenizer) for seed, path in seeds.items()}
+        metrics.update(seed_summary(per_seed))
+        update_metrics(card_path(name), metrics)
+    return metrics
+
+
 def position_gap(results: dict[str, dict]) -> dict | None:
     """How much worse the language model without position encoding is than each one with."""
     if "lm-none" not in results:
@@ -209,11 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     names = args.model or [card.name for card in list_cards() if card.name != "tiny-test"]
     results = {}
     for name in names:
-        model, card = load_model(name)
-        results[name] = evaluate(model, card, tokenizer)
-        update_metrics(card_path(name), results[name])
-        shown = ", ".join(f"{k}={v:.3f}" for k, v in results[name]["headline"].items())
-        print(f"{name:16s} {card.task:12s} {shown}", flush=True)
+        results[name] = evaluate_bundled(name, tokenizer)
+        card = read_card(card_path(name))
+        print(f"{name:16s} {card.task:12s} {quality(card)}", flush=True)
     gap = position_gap(results)
     if gap:
         results["position_gap"] = gap

@@ -94,21 +94,30 @@ def load_model(name: str, directory: Path = MODELS_DIR) -> tuple[Transformer, Mo
     return load_checkpoint(card_path(name, directory))
 
 
-QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction)
+QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction); most telling first
     "agreement": ("agreement", True), "ppl": ("perplexity", False), "masked_acc": ("masked-token accuracy", True),
     "exact": ("exact match", True), "accuracy": ("accuracy", True), "induction_score": ("induction score", True),
     "mirrored_attention": ("attention on the mirrored token", True), "rollout_on_object": ("rollout on the object", True),
 }
 
 
+def _rank(key: str) -> int:
+    return list(QUALITY_WORDS).index(key) if key in QUALITY_WORDS else len(QUALITY_WORDS)
+
+
+def main_figure(headline: dict[str, float]) -> str:
+    """The key of the headline figure that tells most (QUALITY_WORDS' order): the one seeds are ranked by."""
+    return min(headline, key=_rank)
+
+
 def quality(card: ModelCard, first_only: bool = False) -> str:
     """The card's held-out quality in words, most telling first ("agreement 94% · perplexity 17.9"), "" when it was
-    not evaluated.
-    With the spread over training seeds where the card has it (metrics["spread"], the same keys as the headline)."""
+    not evaluated. With the spread over training seeds where the card has it (metrics["spread"]: the standard
+    deviation of each headline figure over the seeds)."""
     headline, spread = card.metrics.get("headline", {}), card.metrics.get("spread", {})
-    order = list(QUALITY_WORDS)
     parts = []
-    for key, value in sorted(headline.items(), key=lambda item: order.index(item[0]) if item[0] in order else 99):
+    for key in sorted(headline, key=_rank):
+        value = headline[key]
         if not isinstance(value, (int, float)):
             continue
         name, fraction = QUALITY_WORDS.get(key, (key.replace("_", " "), False))

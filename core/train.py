@@ -16,11 +16,12 @@ the accuracy, the rate and the gradient norm, in total and per layer (core/live.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -28,10 +29,11 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from core.checkpoint import ModelCard, save_checkpoint
+from core.checkpoint import ModelCard, read_card, save_checkpoint
 from core.config import ConfigError, ModelConfig
 from core.data.images import CLASSES, IMAGE_SIZE
 from core.model import Transformer
+from core.evaluate import SEEDS_DIR, evaluate_card, median_seed, seed_summary
 from core.registry import MODELS_DIR
 from core.tasks import IGNORE, Batch, ImagePool, TokenPool, text_pool
 from core.tokenizer import TextTokenizer
@@ -306,6 +308,28 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
     return save_checkpoint(model, card, out_dir)
 
 
+def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
+                progress: bool = True) -> Path:
+    """Train the preset once per seed (into seeds_dir/seed-K/), evaluate each on held-out data, and ship the median
+    seed's model into out_dir with every seed's figures, their mean and spread in its card. Returns its card's path."""
+    import shutil
+
+    tokenizer = None if preset.task == "shapes" else TextTokenizer()
+    per_seed = {}
+    for seed in seeds:
+        path = train_preset(replace(preset, seed=seed), seeds_dir / f"seed-{seed}", progress)
+        per_seed[seed] = evaluate_card(path, tokenizer)
+    chosen = median_seed(per_seed)
+    source = seeds_dir / f"seed-{chosen}" / f"{preset.name}.safetensors"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, out_dir / source.name)
+    card = read_card(source.with_suffix(".json"))
+    card.metrics = {**per_seed[chosen], **seed_summary(per_seed), "shipped_seed": chosen}
+    path = out_dir / f"{preset.name}.json"
+    path.write_text(json.dumps(card.to_dict(), indent=2) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.train", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", action="append", default=[], help="a preset name (repeatable)")
@@ -313,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--out", type=Path, default=MODELS_DIR)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="train once per seed (into assets/seeds/seed-K/), "
+                        "evaluate each and ship the median seed with every seed's figures")
     args = parser.parse_args(argv)
     table = presets(TextTokenizer().vocab_size)
     if args.list:
@@ -326,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     for name in names:
-        path = train_preset(table[name], args.out)
+        path = train_seeds(table[name], args.seeds, args.out) if args.seeds else train_preset(table[name], args.out)
         print(f"saved {path}")
     return 0
 

@@ -81,3 +81,24 @@ def test_the_bundled_recipe_trains_exactly_as_before_the_optimiser_options():
     assert new_losses == old_losses
     for (name, old), new in zip(original.state_dict().items(), model.state_dict().values()):
         assert torch.equal(old, new), name
+
+
+def test_seeds_are_trained_evaluated_and_the_median_seed_shipped(tmp_path):
+    from safetensors.torch import load_file
+
+    from core.evaluate import seed_cards
+    from core.registry import quality
+    from core.train import train_seeds
+    preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
+    path = train_seeds(preset, [0, 1, 2], tmp_path / "models", tmp_path / "seeds", progress=False)
+    card = load_checkpoint(path)[1]
+    figures = {int(seed): headline["exact"] for seed, headline in card.metrics["seeds"].items()}
+    assert sorted(figures) == [0, 1, 2] == sorted(seed_cards("tiny-test", tmp_path / "seeds"))
+    shipped = card.metrics["shipped_seed"]
+    assert sorted(figures.values())[1] == figures[shipped]  # the median seed
+    assert card.metrics["mean"]["exact"] == pytest.approx(np.mean(list(figures.values())))
+    assert card.metrics["spread"]["exact"] == pytest.approx(np.std(list(figures.values())))
+    assert card.metrics["headline"]["exact"] == figures[shipped] and "±" in quality(card)
+    weights, seed_weights = (load_file(p.with_suffix(".safetensors")) for p in
+                             (path, tmp_path / "seeds" / f"seed-{shipped}" / "tiny-test.json"))
+    assert all(torch.equal(weights[k], seed_weights[k]) for k in weights)
