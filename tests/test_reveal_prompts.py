@@ -199,9 +199,10 @@ MASKS, POSITIONS, CROSS = (str(PAGES / p) for p in ("masks_lab.py", "positions_l
 PROMPTS = [
     Prompt("maths: top key", MATHS, "predict_top", "0: [BOS]", top_key,
            charts=("chart_scores", "chart_pattern", "chart_column"), texts=("puts its largest weight",),
-           columns=("Σ_n′ A[n′, n]",)),
+           columns=("Σ_n′ A[n′, n]",), params=dict(maths_step="3 · Scores and softmax")),
     Prompt("maths: sum or concat", MATHS, "predict_forms", "different", forms,
-           texts=("same sum", "max |Σ_h V_h X A_h − concat form|"), answer="identical, up to rounding"),
+           texts=("same sum", "max |Σ_h V_h X A_h − concat form|"), answer="identical, up to rounding",
+           params=dict(maths_step="5 · All heads")),
     Prompt("cost: doubling N", COST, "predict_double", "about ×1", growth, charts=("cost_chart",),
            texts=("N²", "time slope"), columns=("softmax time (ms)",), params=dict(max_n="128"), setup=measure),
     Prompt("cost: linear vs softmax", COST, "predict_same", "exactly the same", linear_vs_softmax,
@@ -259,7 +260,7 @@ def test_nothing_answers_a_prompt_before_reveal_and_the_reveal_grades_it(app, di
 
 
 def test_a_prompt_hides_again_when_its_question_changes(app, dirs):
-    at = app(MATHS)
+    at = app(MATHS, maths_step="3 · Scores and softmax")
     at.button(key="predict_top__reveal").click().run()
     assert "chart_pattern" in chart_keys(at)
     at.radio(key="head").set_value(1).run()  # another head: another question
