@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from pages._common import presenter_mode
+from pages._common import drop_non_finite_numbers, presenter_mode
 
 torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
 # The icon is a file we ship: a Material or emoji icon would be fetched from a font server or CDN on every page.
@@ -32,5 +32,6 @@ PAGES = [
 ]
 
 pg = st.navigation(PAGES)
+drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itself would crash on inf in a link
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page
 pg.run()

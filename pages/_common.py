@@ -11,6 +11,7 @@ Set ATTENTION_LAB_MODELS_DIR to read the model cards from another folder than as
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ if str(ROOT) not in sys.path:  # `streamlit run app.py` puts ROOT first; AppTest
 
 import streamlit as st  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
+from streamlit.runtime.state.session_state_proxy import get_session_state  # noqa: E402
 
 from core import registry  # noqa: E402
 from core.checkpoint import ModelCard  # noqa: E402
@@ -168,6 +170,29 @@ def literal(text: str) -> str:
     """Text a user or a link supplied (or a message quoting it) as literal markdown: *, [, `, :, $ and the like are
     shown, not obeyed. The one way such text reaches st.markdown, st.error and the like."""
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
+
+
+def _non_finite(value: str) -> bool:
+    try:
+        return not math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def drop_non_finite_numbers() -> None:
+    """Remove link values such as inf, -inf, nan or 1e309 before any widget is built, with a note naming them.
+    Streamlit turns a bound number input's URL value into a number before page code runs, and a value with no
+    finite number crashes it (OverflowError in its deserializer); the widget then starts from its default."""
+    dropped = sorted(key for key, value in st.query_params.items() if _non_finite(value))
+    if dropped:
+        # Widgets are seeded from the link's initial values, a copy st.query_params does not change: drop them from
+        # both (Streamlit's own call after a page change does the same for another page's parameters).
+        with get_session_state().query_params() as params:
+            for key in dropped:
+                del params[key]
+            params.set_initial_query_params_from_current()
+        st.info(literal(f"The link's {', '.join(dropped)} held no finite number, so the default is used instead."),
+                icon=":material/link_off:")
 
 
 def show_input_error(message: str) -> None:
