@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from core.data import grammar
 from core.model import Transformer
 from core.tasks import pack_documents
-from core.tokenizer import TextTokenizer
+from core.record import tokenizer
 
 HELDOUT_SEED = 1
 TRAIN_SEED = 0
@@ -36,8 +36,7 @@ def trained_length(pool_size: int = 20000, pack: int = 0) -> int:
     """The longest text a grammar model saw in training (its training pool: core.train.make_pool), in tokens."""
     if pack:
         return pack
-    tokenizer = TextTokenizer()
-    return max(len(tokenizer.encode(document).ids) for document in grammar.generate_documents(pool_size, TRAIN_SEED))
+    return max(len(tokenizer().encode(document).ids) for document in grammar.generate_documents(pool_size, TRAIN_SEED))
 
 
 def with_context(model: Transformer, n: int) -> Transformer:
@@ -52,12 +51,12 @@ def with_context(model: Transformer, n: int) -> Transformer:
     return longer.eval()
 
 
-def long_texts(n_tokens: int, count: int, tokenizer: TextTokenizer) -> torch.Tensor:
+def long_texts(n_tokens: int, count: int) -> torch.Tensor:
     """`count` held-out texts of exactly n_tokens ids: grammar documents packed one after another, cut. [count, n]"""
     texts, documents = [], 4 * count * n_tokens // 20  # documents average about 25 tokens
     while len(texts) < count:
-        packed = pack_documents(grammar.generate_documents(documents, HELDOUT_SEED), n_tokens + 64, tokenizer)
-        texts = [ids[:n_tokens] for ids in (tokenizer.encode(text).ids for text in packed) if len(ids) >= n_tokens]
+        packed = pack_documents(grammar.generate_documents(documents, HELDOUT_SEED), n_tokens + 64, tokenizer())
+        texts = [ids[:n_tokens] for ids in (tokenizer().encode(text).ids for text in packed) if len(ids) >= n_tokens]
         documents *= 2
     return torch.tensor(texts[:count])
 
@@ -107,23 +106,25 @@ def any_length(encoding: str) -> bool:
 
 def measure(name: str, model: Transformer, length: int, count: int = TEXTS) -> LengthRun:
     """Run `model` on `count` held-out texts of LONGER x `length` tokens."""
-    ids = long_texts(LONGER * length, count, TextTokenizer())
+    ids = long_texts(LONGER * length, count)
     return LengthRun(name, model.cfg.pos_encoding, length, loss_by_position(model, ids))
 
 
-def grade(prediction: str | None, runs: list[LengthRun]) -> tuple[bool, str]:
-    """Whether the encoding the class predicted is the one whose loss rose least past the training length, and the
-    measured ratios (loss past ÷ loss within) that say so."""
-    least = min(runs, key=lambda run: run.ratio)
-    measured = ", ".join(f"{run.encoding} ×{run.ratio:.2f}" for run in sorted(runs, key=lambda run: run.ratio))
+def least_rise(runs: list[LengthRun]) -> str:
+    """The encoding whose loss rose least past the training length: the answer a prediction is graded against
+    (core.predictions.Grade)."""
+    return min(runs, key=lambda run: run.ratio).encoding
+
+
+def measured_rise(runs: list[LengthRun]) -> str:
+    """What the runs measured, in words: each encoding's loss past the training length ÷ its loss before, least
+    first, and which stayed within ROSE."""
+    length = runs[0].trained_length
+    ratios = ", ".join(f"{run.encoding} ×{run.ratio:.2f}" for run in sorted(runs, key=lambda run: run.ratio))
     flat = [run.encoding for run in runs if not run.rose()]
-    kept = (f"{' and '.join(flat)} kept it within {ROSE - 1:.0%}" if flat
-            else f"none kept it within {ROSE - 1:.0%}")
-    said = f"you said **{prediction}**" if prediction else "you made no prediction"
-    right = prediction == least.encoding
-    return right, (f"{'Right' if right else 'Not this time'}: {said}; measured, **{least.encoding}**'s loss rose "
-                   f"least past position {least.trained_length} (mean loss past it ÷ mean loss at positions "
-                   f"{least.trained_length // 2}–{least.trained_length - 1}: {measured}); {kept}.")
+    kept = " and ".join(flat) if flat else "none"
+    return (f"mean loss past position {length} ÷ mean loss at positions {length // 2}–{length - 1}: {ratios} "
+            f"({kept} kept it within {ROSE - 1:.0%})")
 
 
 @torch.no_grad()

@@ -311,8 +311,7 @@ def length_section(cards) -> None:
 
     def reveal(prediction) -> None:
         runs = length_runs(names, str(models_dir()))
-        _, words = length_lab.grade(prediction, runs)
-        st.markdown(words)
+        show_grade(prediction, length_lab.least_rise(runs), length_lab.measured_rise(runs))
         chart(length_loss_lines({f"{run.encoding} ({run.name})": run.loss for run in runs}, length),
               key="length_chart", filename="past_the_training_length")
         st.caption(f"Each line: the next-token loss at each position (lower is better), the mean over "
@@ -339,7 +338,7 @@ def attention_past_the_length(models: dict, length: int) -> None:
                             format_func=lambda i: f"L{i}") or 0
     head = col_head.radio("Head", list(range(model.cfg.n_heads)), key="long_head", bind=BIND, horizontal=True,
                           format_func=lambda i: f"H{i}") or 0
-    ids = length_lab.long_texts(length_lab.LONGER * length, 1, tokenizer())[0]
+    ids = length_lab.long_texts(length_lab.LONGER * length, 1)[0]
     pattern = length_lab.long_pattern(model, ids, min(layer, model.cfg.n_layers - 1), min(head, model.cfg.n_heads - 1))
     fig = head_heatmap(pattern, [tokenizer().id_to_token(i) for i in ids.tolist()], title=f"{card.name} · L{layer} H{head} · "
                        f"{len(ids)} tokens; from position {length} on, never seen in training")

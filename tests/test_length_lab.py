@@ -10,15 +10,16 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core.length_lab import (LengthRun, grade, long_pattern, long_texts, loss_by_position, trained_length,
-                              with_context)
+from core.length_lab import (LengthRun, least_rise, long_pattern, long_texts, loss_by_position, measured_rise,
+                              trained_length, with_context)
+from core.predictions import Grade
 from core.tokenizer import TextTokenizer
 from tiny_models import tiny_model
 
 
 def test_long_texts_are_held_out_documents_packed_to_the_exact_length():
     tokenizer = TextTokenizer()
-    ids = long_texts(150, 3, tokenizer)
+    ids = long_texts(150, 3)
     assert ids.shape == (3, 150) and (ids[:, 0] == tokenizer.bos_id).all()
     assert (ids == tokenizer.token_to_id(".")).sum(1).min() >= 3  # several sentences one after another
 
@@ -51,10 +52,12 @@ def test_grading_names_the_prediction_and_the_measured_ratios():
     flat = LengthRun("a", "alibi", 4, np.array([1.0, 2.0, 2.0, 2.1, 2.0, 2.1]))
     risen = LengthRun("r", "rope", 4, np.array([1.0, 2.0, 2.0, 3.0, 3.2, 3.4]))  # positions 2 and 3: the baseline
     assert not flat.rose() and risen.rose() and risen.ratio == pytest.approx(3.2 / 2.0)
-    right, words = grade("alibi", [risen, flat])
-    assert right and "you said **alibi**" in words and "alibi ×1.03, rope ×1.60" in words and "alibi kept" in words
-    right, words = grade("rope", [flat, risen])
-    assert not right and words.startswith("Not this time") and "**alibi**'s loss rose least past position 4" in words
+    assert least_rise([risen, flat]) == "alibi"
+    words = measured_rise([risen, flat])
+    assert "alibi ×1.03, rope ×1.60" in words and "alibi kept it within 10%" in words and "past position 4" in words
+    assert Grade("alibi", least_rise([flat, risen]), words).right
+    wrong = Grade("rope", least_rise([flat, risen]), words)
+    assert not wrong.right and "the answer here is **alibi**" in wrong.sentence()
 
 
 def test_the_long_pattern_is_the_recorded_one_at_positions_past_the_context():
@@ -75,8 +78,8 @@ def test_the_lesson_hides_its_answer_until_reveal_and_grades_this_run(app):
     at.radio(key="predict_extrapolation").set_value("rope").run()
     at.button(key="predict_extrapolation__reveal").click().run()
     ok(at)
-    graded = [m.value for m in at.markdown if "you said **rope**" in m.value]
-    assert graded and graded[0].startswith("Right") and "rope ×" in graded[0]
+    graded = [m.value for m in at.markdown if "You said **rope**" in m.value]
+    assert graded and graded[0].endswith("**Right.**") and "rope ×" in graded[0]
     loss_chart = next(f for f in figures(at) if shows(f, "rope (lm-rope)"))
     y = loss_chart["data"][0]["y"]  # a binary array: {"dtype", "bdata"}
     losses = np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
