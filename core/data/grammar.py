@@ -34,6 +34,11 @@ TRAIN_SEED = 0
 HELDOUT_SEED = 1
 
 MAX_DOCUMENT_WORDS = 60
+# Half the documents open with a stand-alone sentence, so a model meets agreement across an attractor at the
+# very start of a text too, where the held-out agreement probes sit. (A corpus whose documents all opened with a
+# name left those probes unlike anything in training: models scoring 0.41-0.62 there scored 0.95-0.99 on the same
+# probes placed after a document.)
+OPENING_RATE = 0.5
 
 # ----------------------------------------------------------------------------
 # Lexicon
@@ -333,12 +338,15 @@ def _subject(
     return noun_phrase(rng, _random_number(rng))
 
 
-def generate_document_sentences(rng: random.Random) -> list[Sentence]:
-    """2-5 sentences about a small cast; at most MAX_DOCUMENT_WORDS words."""
+def generate_document_sentences(rng: random.Random, opening: float = 0.0) -> list[Sentence]:
+    """2-5 sentences about a small cast; at most MAX_DOCUMENT_WORDS words. The first names the first person,
+    or, with probability `opening`, is a stand-alone sentence (generate_sentence: a noun-phrase subject, often
+    with a modifier)."""
     people, topics = _cast(rng)
     objects = topics + [name_phrase(p) for p in people[1:]]
     tense: Tense = rng.choice(("present", "past"))
-    sentences = [build_sentence(rng, name_phrase(people[0]), None, tense, topics)]
+    opens_alone = opening > 0 and rng.random() < opening  # no draw at 0, so the stream is unchanged
+    sentences = [generate_sentence(rng) if opens_alone else build_sentence(rng, name_phrase(people[0]), None, tense, topics)]
     for _ in range(rng.randint(1, 4)):
         mentioned = [p for p in people if any(p in s.words for s in sentences)]
         subject = _subject(rng, people, mentioned, topics)
@@ -350,10 +358,11 @@ def generate_document_sentences(rng: random.Random) -> list[Sentence]:
     return sentences
 
 
-def generate_documents(n: int, seed: int) -> list[str]:
-    """``n`` documents (each 2-5 sentences), deterministic given ``seed``."""
+def generate_documents(n: int, seed: int, opening: float = OPENING_RATE) -> list[str]:
+    """``n`` documents (each 2-5 sentences), deterministic given ``seed``; `opening`: see
+    generate_document_sentences."""
     rng = random.Random(seed)
-    return [" ".join(s.text for s in generate_document_sentences(rng)) for _ in range(n)]
+    return [" ".join(s.text for s in generate_document_sentences(rng, opening)) for _ in range(n)]
 
 
 # ----------------------------------------------------------------------------
