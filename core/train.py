@@ -308,6 +308,17 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
     return save_checkpoint(model, card, out_dir)
 
 
+def trained_with(card_path: Path, preset: Preset) -> bool:
+    """Whether the card at card_path is of a model trained with exactly this preset's recipe and configuration (so a
+    multi-seed training that was interrupted, or extended by a seed, trains only what it lacks)."""
+    if not card_path.is_file() or not card_path.with_suffix(".safetensors").is_file():
+        return False
+    card = read_card(card_path)
+    recipe = preset.recipe()
+    return (card.config == preset.config and card.task == preset.task
+            and {key: card.training.get(key) for key in recipe} == recipe)
+
+
 def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
                 progress: bool = True) -> Path:
     """Train the preset once per seed (into seeds_dir/seed-K/), evaluate each on held-out data, and ship the median
@@ -317,7 +328,10 @@ def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, se
     tokenizer = None if preset.task == "shapes" else TextTokenizer()
     per_seed = {}
     for seed in seeds:
-        path = train_preset(replace(preset, seed=seed), seeds_dir / f"seed-{seed}", progress)
+        seeded = replace(preset, seed=seed)
+        path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
+        if not trained_with(path, seeded):
+            path = train_preset(seeded, seeds_dir / f"seed-{seed}", progress)
         per_seed[seed] = evaluate_card(path, tokenizer)
     chosen = median_seed(per_seed)
     source = seeds_dir / f"seed-{chosen}" / f"{preset.name}.safetensors"

@@ -102,3 +102,19 @@ def test_seeds_are_trained_evaluated_and_the_median_seed_shipped(tmp_path):
     weights, seed_weights = (load_file(p.with_suffix(".safetensors")) for p in
                              (path, tmp_path / "seeds" / f"seed-{shipped}" / "tiny-test.json"))
     assert all(torch.equal(weights[k], seed_weights[k]) for k in weights)
+
+
+def test_seeds_already_trained_with_the_same_recipe_are_kept(tmp_path, monkeypatch):
+    import core.train as train
+    preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
+    train.train_seeds(preset, [0], tmp_path / "models", tmp_path / "seeds", progress=False)
+    seed_card = tmp_path / "seeds" / "seed-0" / "tiny-test.json"
+    assert train.trained_with(seed_card, preset)
+    assert not train.trained_with(seed_card, replace(preset, steps=9))  # another recipe: trained again
+    assert not train.trained_with(seed_card, replace(preset, seed=1))
+    trained = []
+    original = train.train_preset
+    monkeypatch.setattr(train, "train_preset", lambda p, *a, **k: trained.append(p.seed) or original(p, *a, **k))
+    path = train.train_seeds(preset, [0, 1], tmp_path / "models", tmp_path / "seeds", progress=False)
+    assert trained == [1]  # seed 0 was kept, seed 1 added
+    assert sorted(load_checkpoint(path)[1].metrics["seeds"]) == ["0", "1"]
