@@ -27,7 +27,7 @@ from core.checkpoint import ModelCard, load_checkpoint, read_card, update_metric
 from core.data import algorithmic, grammar
 from core.model import Transformer
 from core.patches import mask_to_patch_fraction
-from core.registry import ASSETS, card_path, list_cards, main_figure, quality
+from core.registry import ASSETS, MODELS_DIR, card_path, list_cards, main_figure, quality
 from core.tasks import IGNORE, ImagePool, TokenPool, text_pool
 from core.tokenizer import TextTokenizer
 
@@ -192,9 +192,11 @@ SEEDS_DIR = ASSETS / "seeds"  # seeds/seed-K/NAME.json: a bundled model trained 
 
 
 def seed_cards(name: str, seeds_dir: Path = SEEDS_DIR) -> dict[int, Path]:
-    """The card of each seed a model was trained with (python -m core.train --seeds), by seed."""
+    """The card of each seed a model was trained with (python -m core.train --seeds) whose weights are here, by seed.
+    The repository ships the seeds' cards (figures, loss curves) but only the median seed's weights, in models/."""
     return {int(folder.name.removeprefix("seed-")): folder / f"{name}.json"
-            for folder in sorted(seeds_dir.glob("seed-*")) if (folder / f"{name}.json").exists()}
+            for folder in sorted(seeds_dir.glob("seed-*"))
+            if (folder / f"{name}.json").exists() and (folder / f"{name}.safetensors").exists()}
 
 
 def seed_summary(per_seed: dict[int, dict]) -> dict:
@@ -222,14 +224,22 @@ def evaluate_card(path: Path, tokenizer: TextTokenizer) -> dict:
     return metrics
 
 
-def evaluate_bundled(name: str, tokenizer: TextTokenizer) -> dict:
-    """The shipped model's figures and, when it was trained at several seeds, every seed's and their summary."""
-    metrics = evaluate_card(card_path(name), tokenizer)
-    seeds = seed_cards(name)
+SEED_FIGURES = ("seeds", "mean", "spread", "shipped_seed")  # what train_seeds adds to the shipped model's card
+
+
+def evaluate_bundled(name: str, tokenizer: TextTokenizer, models_dir: Path = MODELS_DIR,
+                     seeds_dir: Path = SEEDS_DIR) -> dict:
+    """The shipped model's figures and, when it was trained at several seeds, every seed's and their summary:
+    measured again where the seeds' weights are here (after python -m core.train --seeds), else as recorded when
+    they were trained."""
+    path = card_path(name, models_dir)
+    recorded = read_card(path).metrics
+    metrics = {**evaluate_card(path, tokenizer),
+               **{key: recorded[key] for key in SEED_FIGURES if key in recorded}}
+    seeds = seed_cards(name, seeds_dir)
     if seeds:
-        per_seed = {seed: evaluate_card(path, tokenizer) for seed, path in seeds.items()}
-        metrics.update(seed_summary(per_seed))
-        update_metrics(card_path(name), metrics)
+        metrics.update(seed_summary({seed: evaluate_card(seed_path, tokenizer) for seed, seed_path in seeds.items()}))
+    update_metrics(path, metrics)
     return metrics
 
 

@@ -118,3 +118,18 @@ def test_seeds_already_trained_with_the_same_recipe_are_kept(tmp_path, monkeypat
     path = train.train_seeds(preset, [0, 1], tmp_path / "models", tmp_path / "seeds", progress=False)
     assert trained == [1]  # seed 0 was kept, seed 1 added
     assert sorted(load_checkpoint(path)[1].metrics["seeds"]) == ["0", "1"]
+
+
+def test_evaluation_keeps_the_seed_figures_where_only_the_shipped_weights_are_here(tmp_path):
+    from core.evaluate import evaluate_bundled, seed_cards
+    from core.train import train_seeds
+    preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
+    path = train_seeds(preset, [0, 1, 2], tmp_path / "models", tmp_path / "seeds", progress=False)
+    trained = load_checkpoint(path)[1].metrics
+    for seed in (0, 1, 2):  # the repository ships the seeds' cards, not their weights
+        (tmp_path / "seeds" / f"seed-{seed}" / "tiny-test.safetensors").unlink()
+    assert seed_cards("tiny-test", tmp_path / "seeds") == {}
+    metrics = evaluate_bundled("tiny-test", TextTokenizer(), tmp_path / "models", tmp_path / "seeds")
+    for key in ("seeds", "mean", "spread", "shipped_seed"):
+        assert metrics[key] == trained[key] == load_checkpoint(path)[1].metrics[key]
+    assert metrics["headline"] == trained["headline"]  # the shipped seed, measured again
