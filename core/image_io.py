@@ -30,8 +30,10 @@ MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 # Decoded in full: a 4K screenshot (3840x2160) at most, about 32 MB at 4 bytes a pixel.
 MAX_PIXELS = 3840 * 2160
 # A JPEG is decoded at up to 1/8 scale, so it may claim more: a 24-megapixel camera
-# photo. (A progressive JPEG still holds its coefficients, about 3 bytes a pixel.)
+# photo. A progressive JPEG still holds all its coefficients while it decodes, about
+# 3 bytes a pixel, so it may claim what a phone's camera takes, 12 megapixels.
 MAX_JPEG_PIXELS = 6000 * 4000
+MAX_PROGRESSIVE_JPEG_PIXELS = 4000 * 3000
 MIN_SIDE = 8
 # JPEGs are decoded at a reduced scale (1/2 .. 1/8) as long as both sides stay
 # at least this many times the target size: cheap, and plenty for a tiny output.
@@ -142,15 +144,24 @@ def _megapixels(pixels: int) -> str:
     return f"{pixels / 1_000_000:.1f}".removesuffix(".0")
 
 
-def _check_dimensions(width: int, height: int, fmt: str | None) -> None:
+def _pixel_limit(image: Image.Image) -> tuple[int, str, str]:
+    """(most pixels the image may have, its kind for a message, advice) by what decoding it costs."""
+    if image.format not in _JPEG_FORMATS:
+        return (MAX_PIXELS, f"a {image.format}",
+                f" (a JPEG may have {_megapixels(MAX_JPEG_PIXELS)}): shrink it or save it as a JPEG")
+    if image.info.get("progressive"):
+        return MAX_PROGRESSIVE_JPEG_PIXELS, "a progressive JPEG", ": shrink it"
+    return MAX_JPEG_PIXELS, "a JPEG", ": shrink it"
+
+
+def _check_dimensions(image: Image.Image) -> None:
     """Refuse images too costly to decode or too small to show anything (from the header alone)."""
-    limit = MAX_JPEG_PIXELS if fmt in _JPEG_FORMATS else MAX_PIXELS
+    width, height = image.size
+    limit, kind, advice = _pixel_limit(image)
     if width * height > limit:
-        advice = ("" if fmt in _JPEG_FORMATS
-                  else f" (a JPEG may have {_megapixels(MAX_JPEG_PIXELS)}): shrink it or save it as a JPEG")
         raise ImageInputError(
             f"The image is {width}×{height} pixels ({_megapixels(width * height)} megapixels); "
-            f"the limit for a {fmt} is {_megapixels(limit)} megapixels{advice}."
+            f"the limit for {kind} is {_megapixels(limit)} megapixels{advice}."
         )
     if min(width, height) < MIN_SIDE:
         raise ImageInputError(
@@ -175,8 +186,8 @@ def _decode_slot() -> Iterator[None]:
 def _decode(data: bytes, size: int) -> LoadedImage:
     """Open, check, decode and convert; may raise any Pillow error (wrapped by the caller)."""
     with _open(data) as image:
+        _check_dimensions(image)
         width, height = image.size
-        _check_dimensions(width, height, image.format)
         notes: list[str] = []
         if image.format in _ANIMATED_FORMATS and getattr(image, "is_animated", False):
             notes.append(f"used the first frame of an animated {image.format}")

@@ -54,13 +54,17 @@ def test_too_many_pixels_are_refused_from_the_header_alone(data, size, decodes):
 
 
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
-def test_a_huge_jpeg_is_refused_from_the_header_alone(decodes):
-    header = photo_jpeg(64, 64)
-    # SOF0 carries height then width as 16-bit numbers: make the same file claim 7000 x 6000 (42 megapixels).
-    start = header.index(b"\xff\xc0") + 5
-    bomb = header[:start] + (6000).to_bytes(2, "big") + (7000).to_bytes(2, "big") + header[start + 4:]
-    with pytest.raises(ImageInputError, match="7000×6000 pixels .*megapixels"):
-        load_image(bomb)
+@pytest.mark.parametrize(("progressive", "width", "height", "kind"), [
+    (False, 7000, 6000, "a JPEG is 24 megapixels"),
+    (True, 5000, 3000, "a progressive JPEG is 12 megapixels"),  # holds all its coefficients while decoding
+])
+def test_a_huge_jpeg_is_refused_from_the_header_alone(progressive, width, height, kind, decodes):
+    small = photo_jpeg(64, 64, progressive=progressive)
+    # The start of frame (SOF0 baseline, SOF2 progressive) carries height then width as 16-bit numbers.
+    start = small.index(b"\xff\xc2" if progressive else b"\xff\xc0") + 5
+    claim = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    with pytest.raises(ImageInputError, match=f"{width}×{height} pixels .*; the limit for {kind}"):
+        load_image(small[:start] + claim + small[start + 4:])
     assert decodes == []
 
 
