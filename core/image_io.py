@@ -184,26 +184,32 @@ def _decode_slot() -> Iterator[None]:
 
 
 def _decode(data: bytes, size: int) -> LoadedImage:
-    """Open, check, decode and convert; may raise any Pillow error (wrapped by the caller)."""
+    """Open and check from the header, then decode in one of the slots; may raise any Pillow error (wrapped by
+    the caller)."""
     with _open(data) as image:
         _check_dimensions(image)
-        width, height = image.size
-        notes: list[str] = []
-        if image.format in _ANIMATED_FORMATS and getattr(image, "is_animated", False):
-            notes.append(f"used the first frame of an animated {image.format}")
-        orientation = image.getexif().get(ExifTags.Base.Orientation)
-        sideways = orientation in _SIDEWAYS_ORIENTATIONS
-        original_size = (height, width) if sideways else (width, height)
-        if orientation in _ORIENTATION_NOTES:
-            notes.append(_ORIENTATION_NOTES[orientation])
         with _decode_slot():
-            image.draft(None, (size * _DRAFT_FACTOR, size * _DRAFT_FACTOR))
-            image.load()  # the first frame only
-            square = _shrink_square(image, size * _DRAFT_FACTOR, notes)
-        upright = square.transpose(_TRANSPOSES[orientation]) if orientation in _TRANSPOSES else square
-        final = _fit_square(upright, size, original_size, notes)
-        array = np.array(final, dtype=np.uint8)
-        return LoadedImage(array=array, original_size=original_size, notes=notes)
+            return _decode_checked(image, size)
+
+
+def _decode_checked(image: Image.Image, size: int) -> LoadedImage:
+    """Decode the first frame (a JPEG at a reduced scale) and convert it. Everything here may decode: a PNG's
+    EXIF may follow its pixels, so Pillow decodes it to read the orientation."""
+    width, height = image.size
+    notes: list[str] = []
+    if image.format in _ANIMATED_FORMATS and getattr(image, "is_animated", False):
+        notes.append(f"used the first frame of an animated {image.format}")
+    image.draft(None, (size * _DRAFT_FACTOR, size * _DRAFT_FACTOR))
+    orientation = image.getexif().get(ExifTags.Base.Orientation)
+    sideways = orientation in _SIDEWAYS_ORIENTATIONS
+    original_size = (height, width) if sideways else (width, height)
+    if orientation in _ORIENTATION_NOTES:
+        notes.append(_ORIENTATION_NOTES[orientation])
+    image.load()  # the first frame only
+    square = _shrink_square(image, size * _DRAFT_FACTOR, notes)
+    upright = square.transpose(_TRANSPOSES[orientation]) if orientation in _TRANSPOSES else square
+    final = _fit_square(upright, size, original_size, notes)
+    return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size, notes=notes)
 
 
 def _shrink_square(image: Image.Image, least: int, notes: list[str]) -> Image.Image:
