@@ -19,7 +19,11 @@ COPY core/ core/
 COPY pages/ pages/
 COPY assets/ assets/
 
-RUN useradd --create-home --uid 10001 lab && chown -R lab /app
+# Saved runs (Live training) go to $ATTENTION_LAB_USER_DIR: a volume there keeps them, and one volume shared by
+# every replica lets each list the others' runs (docker-compose.yml).
+ENV ATTENTION_LAB_USER_DIR=/data/runs
+RUN useradd --create-home --uid 10001 lab && chown -R lab /app \
+ && mkdir -p /data/runs && chown lab /data/runs
 USER lab
 
 EXPOSE 8501

@@ -2,31 +2,54 @@
 
 The upload is checked before anything is decoded: byte size, then format and
 pixel dimensions from the header, so a decompression bomb is refused without
-ever being decompressed. Whatever Pillow can decode is converted to 8-bit RGB,
-centre-cropped to a square and resized; every conversion is recorded in
-``LoadedImage.notes`` so the app can tell the user what happened. Any problem
-surfaces as :class:`ImageInputError` with a one-line message, never as another
-exception.
+ever being decompressed. What may be decoded is bounded by what it costs: a
+PNG, GIF, BMP or WebP is decoded in full (4 bytes a pixel), so at most
+``MAX_PIXELS``; a JPEG is decoded at 1/2 .. 1/8 scale (``Image.draft``), so a
+12-megapixel phone photo costs a few MB. Right after decoding, the centre
+square is converted and shrunk strip by strip, so no second full-size copy is
+made; at most ``MAX_CONCURRENT_DECODES`` uploads decode at once, process-wide.
+Whatever Pillow can decode is converted to 8-bit RGB, centre-cropped to a
+square and resized; every conversion is recorded in ``LoadedImage.notes`` so
+the app can tell the user what happened. Any problem surfaces as
+:class:`ImageInputError` with a one-line message, never as another exception.
 """
 
 from __future__ import annotations
 
 import io
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
+from PIL import ExifTags, Image, UnidentifiedImageError
 
 ALLOWED_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
-MAX_PIXELS = 40_000_000
+# Decoded in full: a 4K screenshot (3840x2160) at most, about 32 MB at 4 bytes a pixel.
+MAX_PIXELS = 3840 * 2160
+# A JPEG is decoded at up to 1/8 scale, so it may claim more: a 24-megapixel camera
+# photo. A progressive JPEG still holds all its coefficients while it decodes, about
+# 3 bytes a pixel, so it may claim what a phone's camera takes, 12 megapixels.
+MAX_JPEG_PIXELS = 6000 * 4000
+MAX_PROGRESSIVE_JPEG_PIXELS = 4000 * 3000
 MIN_SIDE = 8
 # JPEGs are decoded at a reduced scale (1/2 .. 1/8) as long as both sides stay
 # at least this many times the target size: cheap, and plenty for a tiny output.
+# Other formats are shrunk by whole factors (Image.reduce) to about that size.
 _DRAFT_FACTOR = 4
+# The centre square is converted and shrunk in strips of about this many pixels.
+_STRIP_PIXELS = 1 << 18
+# Uploads decoding at once in this process, and how long another waits for a turn.
+MAX_CONCURRENT_DECODES = 2
+DECODE_WAIT_SECONDS = 3.0
+_DECODE_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
 
-# Pillow's own bomb guard (process-wide): refuse in Image.open what we refuse anyway.
-Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+# Pillow's own bomb guard (process-wide): it warns above this and refuses in
+# Image.open above twice this, before our own, format-aware check.
+Image.MAX_IMAGE_PIXELS = MAX_JPEG_PIXELS
+_JPEG_FORMATS = ("JPEG", "MPO")  # MPO: a phone's JPEG with extra preview images
 
 _ALLOWED_NAMES = "PNG, JPEG, GIF, BMP or WebP"
 # Formats whose extra frames are animation. (A JPEG's extra MPO images are previews.)
@@ -47,10 +70,23 @@ _ORIENTATION_NOTES = {
     **dict.fromkeys((3, 5, 6, 7, 8), "rotated by its EXIF orientation"),
 }
 _SIDEWAYS_ORIENTATIONS = (5, 6, 7, 8)  # these swap width and height
+_TRANSPOSES = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 
 
 class ImageInputError(ValueError):
     """An upload that cannot be used; ``str()`` is a one-line message for the user."""
+
+
+class ImageBusyError(ImageInputError):
+    """Every decoding slot stayed taken: the same file may work in a moment (so do not cache this answer)."""
 
 
 @dataclass
@@ -75,7 +111,8 @@ def load_image(data: bytes, size: int = 32) -> LoadedImage:
         raise
     except Image.DecompressionBombError as exc:
         raise ImageInputError(
-            f"The image has too many pixels; the limit is {MAX_PIXELS // 1_000_000} megapixels."
+            f"The image has too many pixels: at most {_megapixels(MAX_PIXELS)} megapixels "
+            f"({_megapixels(MAX_JPEG_PIXELS)} for a JPEG)."
         ) from exc
     except Exception as exc:  # Pillow raises many exception types on malformed files
         raise ImageInputError(
@@ -103,12 +140,28 @@ def _open(data: bytes) -> Image.Image:
         ) from exc
 
 
-def _check_dimensions(width: int, height: int) -> None:
-    """Refuse images too large to decode safely or too small to show anything."""
-    if width * height > MAX_PIXELS:
+def _megapixels(pixels: int) -> str:
+    return f"{pixels / 1_000_000:.1f}".removesuffix(".0")
+
+
+def _pixel_limit(image: Image.Image) -> tuple[int, str, str]:
+    """(most pixels the image may have, its kind for a message, advice) by what decoding it costs."""
+    if image.format not in _JPEG_FORMATS:
+        return (MAX_PIXELS, f"a {image.format}",
+                f" (a JPEG may have {_megapixels(MAX_JPEG_PIXELS)}): shrink it or save it as a JPEG")
+    if image.info.get("progressive"):
+        return MAX_PROGRESSIVE_JPEG_PIXELS, "a progressive JPEG", ": shrink it"
+    return MAX_JPEG_PIXELS, "a JPEG", ": shrink it"
+
+
+def _check_dimensions(image: Image.Image) -> None:
+    """Refuse images too costly to decode or too small to show anything (from the header alone)."""
+    width, height = image.size
+    limit, kind, advice = _pixel_limit(image)
+    if width * height > limit:
         raise ImageInputError(
-            f"The image is {width}×{height} pixels; the limit is "
-            f"{MAX_PIXELS // 1_000_000} megapixels."
+            f"The image is {width}×{height} pixels ({_megapixels(width * height)} megapixels); "
+            f"the limit for {kind} is {_megapixels(limit)} megapixels{advice}."
         )
     if min(width, height) < MIN_SIDE:
         raise ImageInputError(
@@ -117,32 +170,66 @@ def _check_dimensions(width: int, height: int) -> None:
         )
 
 
+@contextmanager
+def _decode_slot() -> Iterator[None]:
+    """Hold one of the process's decoding slots, waiting briefly for one; ImageBusyError if none frees."""
+    if not _DECODE_SLOTS.acquire(timeout=DECODE_WAIT_SECONDS):
+        raise ImageBusyError(
+            "The server is busy reading other uploads; please try again in a moment."
+        )
+    try:
+        yield
+    finally:
+        _DECODE_SLOTS.release()
+
+
 def _decode(data: bytes, size: int) -> LoadedImage:
-    """Open, check, decode and convert; may raise any Pillow error (wrapped by the caller)."""
+    """Open and check from the header, then decode in one of the slots; may raise any Pillow error (wrapped by
+    the caller)."""
     with _open(data) as image:
-        width, height = image.size
-        _check_dimensions(width, height)
-        notes: list[str] = []
-        if image.format in _ANIMATED_FORMATS and getattr(image, "is_animated", False):
-            notes.append(f"used the first frame of an animated {image.format}")
-        orientation = image.getexif().get(ExifTags.Base.Orientation)
-        sideways = orientation in _SIDEWAYS_ORIENTATIONS
-        original_size = (height, width) if sideways else (width, height)
-        image.draft(None, (size * _DRAFT_FACTOR, size * _DRAFT_FACTOR))
-        image.load()
-        upright = _apply_orientation(image, orientation, notes)
-        rgb = _to_rgb(upright, notes)
-        square = _fit_square(rgb, size, original_size, notes)
-        array = np.array(square, dtype=np.uint8)
-        return LoadedImage(array=array, original_size=original_size, notes=notes)
+        _check_dimensions(image)
+        with _decode_slot():
+            return _decode_checked(image, size)
 
 
-def _apply_orientation(image: Image.Image, orientation: object, notes: list[str]) -> Image.Image:
-    """Rotate/flip as the EXIF orientation tag says, so the image is upright."""
-    if orientation not in _ORIENTATION_NOTES:
-        return image
-    notes.append(_ORIENTATION_NOTES[orientation])
-    return ImageOps.exif_transpose(image)
+def _decode_checked(image: Image.Image, size: int) -> LoadedImage:
+    """Decode the first frame (a JPEG at a reduced scale) and convert it. Everything here may decode: a PNG's
+    EXIF may follow its pixels, so Pillow decodes it to read the orientation."""
+    width, height = image.size
+    notes: list[str] = []
+    if image.format in _ANIMATED_FORMATS and getattr(image, "is_animated", False):
+        notes.append(f"used the first frame of an animated {image.format}")
+    image.draft(None, (size * _DRAFT_FACTOR, size * _DRAFT_FACTOR))
+    orientation = image.getexif().get(ExifTags.Base.Orientation)
+    sideways = orientation in _SIDEWAYS_ORIENTATIONS
+    original_size = (height, width) if sideways else (width, height)
+    if orientation in _ORIENTATION_NOTES:
+        notes.append(_ORIENTATION_NOTES[orientation])
+    image.load()  # the first frame only
+    square = _shrink_square(image, size * _DRAFT_FACTOR, notes)
+    upright = square.transpose(_TRANSPOSES[orientation]) if orientation in _TRANSPOSES else square
+    final = _fit_square(upright, size, original_size, notes)
+    return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size, notes=notes)
+
+
+def _shrink_square(image: Image.Image, least: int, notes: list[str]) -> Image.Image:
+    """The centre square as RGB, shrunk by a whole factor while its side stays at least ``least``.
+
+    Converted and shrunk a strip at a time, so the only full-size buffer is the decoded image itself. (The centre
+    square of a rotated image is the rotated centre square, so this may come before the EXIF orientation.)
+    """
+    width, height = image.size
+    side = min(width, height)
+    left, top = (width - side) // 2, (height - side) // 2
+    factor = max(1, side // least)
+    rows = max(1, _STRIP_PIXELS // (side * factor)) * factor
+    out = Image.new("RGB", (-(-side // factor),) * 2)
+    for start in range(0, side, rows):
+        strip = image.crop((left, top + start, left + side, top + min(start + rows, side)))
+        strip_notes: list[str] = []
+        out.paste(_to_rgb(strip, strip_notes).reduce(factor), (0, start // factor))
+        notes.extend(note for note in strip_notes if note not in notes)
+    return out
 
 
 def _to_rgb(image: Image.Image, notes: list[str]) -> Image.Image:
@@ -174,18 +261,12 @@ def _flatten_onto_white(image: Image.Image, notes: list[str]) -> Image.Image:
 def _fit_square(
     image: Image.Image, size: int, original_size: tuple[int, int], notes: list[str]
 ) -> Image.Image:
-    """Centre-crop to a square and resize to ``size`` x ``size``."""
-    width, height = image.size
-    side = min(width, height)
-    left, top = (width - side) // 2, (height - side) // 2
+    """Resize the (already square) image to ``size`` x ``size``, noting the original size and crop."""
     if original_size != (size, size):
         crop = "" if original_size[0] == original_size[1] else " (centre crop to square first)"
         notes.append(
             f"resized from {original_size[0]}×{original_size[1]} to {size}×{size}{crop}"
         )
-    return image.resize(
-        (size, size),
-        Image.Resampling.LANCZOS,
-        box=(left, top, left + side, top + side),
-        reducing_gap=3.0,
-    )
+    if image.size == (size, size):
+        return image
+    return image.resize((size, size), Image.Resampling.LANCZOS, reducing_gap=3.0)

@@ -38,8 +38,10 @@ EOF
 )
 SECRET=$(python -c "import secrets; print(secrets.token_hex(32))")
 
+mkdir "$WORK/runs"  # one user directory for both replicas, as the shared volume in docker-compose.yml
 for port in "$PORT_1" "$PORT_2"; do
-  STREAMLIT_SERVER_COOKIE_SECRET=$SECRET PYTHONUNBUFFERED=1 python -m streamlit run app.py \
+  STREAMLIT_SERVER_COOKIE_SECRET=$SECRET ATTENTION_LAB_USER_DIR="$WORK/runs" PYTHONUNBUFFERED=1 \
+    python -m streamlit run app.py \
     --server.address 127.0.0.1 --server.port "$port" >"$WORK/app_$port.log" 2>&1 &
   PIDS+=($!)
 done

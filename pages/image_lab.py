@@ -25,7 +25,8 @@ from core.config import ConfigError  # noqa: E402
 from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset  # noqa: E402
 from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,  # noqa: E402
                                  figure2_strip, image_with_grid)
-from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image  # noqa: E402
+from core.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageBusyError,  # noqa: E402
+                           ImageInputError, LoadedImage, load_image)
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
 from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
@@ -67,11 +68,23 @@ def run_image(model: str, image: np.ndarray, pe: str | None, directory: str) -> 
         return str(error)
 
 
-def read_upload(data: bytes) -> LoadedImage | str:
-    """An uploaded file as a 32 x 32 RGB image, or the loader's one-line message saying why it can't be used."""
+@st.cache_data(max_entries=32, show_spinner=False)
+def decode_upload(data: bytes) -> LoadedImage | str:
+    """An uploaded file as a 32 x 32 RGB image, or why it can't be used: decoded once per file content, so reruns
+    (a layer, a head, a patch) reuse it. "Busy" is raised, not returned, so that it is not cached."""
     try:
         return load_image(data, size=32)
+    except ImageBusyError:
+        raise
     except ImageInputError as error:
+        return str(error)
+
+
+def read_upload(data: bytes) -> LoadedImage | str:
+    """The decoded upload, or the loader's one-line message saying why it can't be used (now)."""
+    try:
+        return decode_upload(data)
+    except ImageBusyError as error:
         return str(error)
 
 
@@ -127,8 +140,9 @@ def choose_image() -> tuple[np.ndarray | None, str, int | None]:
         uploaded = st.file_uploader(
             "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
             max_upload_size=MAX_UPLOAD_BYTES // 2 ** 20,
-            help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB. It is centre-cropped to a square and shrunk to "
-                 f"32×32 pixels, the size the model was trained on.")
+            help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB and {MAX_PIXELS / 1e6:.1f} megapixels (a JPEG "
+                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square and shrunk to 32×32 pixels, the "
+                 f"size the model was trained on.")
         if uploaded is None:
             st.info("Choose an image file above. The models were trained on one simple shape (circle, square, "
                     "triangle, cross, ring, bar) on a plain background, so photos will mostly confuse them.",

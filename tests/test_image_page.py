@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
+from upload_files import encode, flat_png, header_only_png, many_frame_gif
 from vision_models import write_tiny_vits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,3 +157,95 @@ def test_no_image_model_yet(tmp_path, monkeypatch):
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     assert not at.exception
     assert "No bundled image model yet" in at.info[0].value
+
+
+# --- uploads: decoded once, bounded, and any file answered with a message (issue 15, finding 6) ---------------
+
+@pytest.fixture
+def load_calls(monkeypatch) -> list[int]:
+    """Each call of core.image_io.load_image from the page, as the byte size of the file it decoded."""
+    import core.image_io as image_io
+    calls: list[int] = []
+    original = image_io.load_image
+
+    def counting(data, *args, **kwargs):
+        calls.append(len(data))
+        return original(data, *args, **kwargs)
+    monkeypatch.setattr(image_io, "load_image", counting)
+    return calls
+
+
+def test_an_upload_is_decoded_once_across_reruns(app, load_calls):
+    at = app(source="upload")
+    image = generate_dataset(3, 11)[0][2]  # a sample no other test uploads, so no other test cached it
+    at.file_uploader(key="upload").set_value(("once.png", png_bytes(image), "image/png")).run()
+    ok(at)
+    assert len(charts(at)) == N_CHARTS and len(load_calls) == 1
+    at.radio(key="layer").set_value(1).run()
+    at.radio(key="head").set_value(1).run()
+    at.selectbox(key="patch").set_value(5).run()
+    ok(at)
+    assert at.radio(key="layer").value == 1 and len(charts(at)) == N_CHARTS
+    assert len(load_calls) == 1, "reruns reuse the decoded image"
+    other = generate_dataset(3, 11)[0][1]
+    at.file_uploader(key="upload").set_value(("other.png", png_bytes(other), "image/png")).run()
+    ok(at)
+    assert len(load_calls) == 2, "another file is decoded"
+
+
+def test_a_busy_server_asks_to_try_again_and_the_retry_works(app, monkeypatch):
+    import core.image_io as image_io
+    monkeypatch.setattr(image_io, "DECODE_WAIT_SECONDS", 0.05)
+    at = app(source="upload")
+    image = generate_dataset(3, 11)[0][0]
+    held = 0
+    try:
+        while image_io._DECODE_SLOTS.acquire(blocking=False):
+            held += 1
+        at.file_uploader(key="upload").set_value(("busy.png", png_bytes(image), "image/png")).run()
+    finally:
+        for _ in range(held):
+            image_io._DECODE_SLOTS.release()
+    assert not at.exception and len(at.error) == 1 and "busy" in at.error[0].value
+    at.run()  # "try again": the busy answer was not cached
+    ok(at)
+    assert len(charts(at)) == N_CHARTS
+
+
+@functools.cache
+def _garbage_files() -> dict[str, tuple[str, bytes, str]]:
+    """Files that must be refused: (file name, bytes, what the message says)."""
+    png = png_bytes(generate_dataset(1, 5)[0][0])
+    return {
+        "random-bytes": ("noise.png", np.random.default_rng(1).bytes(5000), "not a supported image"),
+        "truncated-png": ("cut.png", png[: len(png) // 2], "damaged or truncated"),
+        "text-named-png": ("notes.png", b"Dear class,\nthis is not a picture.\n" * 20, "not a supported image"),
+        "zero-bytes": ("empty.png", b"", "empty"),
+        "svg": ("logo.png", b'<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64">'
+                            b'<circle cx="32" cy="32" r="20"/></svg>', "not a supported image"),
+        "html": ("page.png", b"<!doctype html><html><body><script>alert(1)</script></body></html>",
+                 "not a supported image"),
+        "bomb-png": ("bomb.png", header_only_png(30_000, 30_000), "megapixels"),
+        "39.7MP-png": ("flat.png", flat_png(7300, 5440), "megapixels"),
+        "tiny": ("dot.png", encode(Image.new("RGB", (4, 4)), "PNG"), "at least 8×8"),
+    }
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+@pytest.mark.parametrize("case", list(_garbage_files()))
+def test_any_bad_file_gets_a_clear_message(app, case):
+    name, data, message = _garbage_files()[case]
+    at = app(source="upload")
+    at.file_uploader(key="upload").set_value((name, data, "image/png")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1 and "Can't use this file" in at.error[0].value
+    assert message in at.error[0].value and "Traceback" not in at.error[0].value
+    assert len(charts(at)) == 0
+
+
+def test_a_gif_of_many_frames_uses_its_first(app):
+    at = app(source="upload")
+    at.file_uploader(key="upload").set_value(("clip.gif", many_frame_gif(300), "image/gif")).run()
+    ok(at)
+    assert len(charts(at)) == N_CHARTS
+    assert "used the first frame of an animated GIF" in text_of(at)

@@ -6,7 +6,6 @@ Every file fed to ``load_image`` is generated here with Pillow or raw bytes.
 from __future__ import annotations
 
 import io
-import struct
 import zlib
 
 import numpy as np
@@ -31,6 +30,7 @@ from core.patches import (
     patchify,
     unpatchify,
 )
+from upload_files import png_chunk, png_header
 
 RED, BLUE, GREEN, WHITE = (255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 255, 255)
 
@@ -174,19 +174,12 @@ def _noise(size: tuple[int, int] = (64, 64)) -> Image.Image:
     return Image.fromarray(pixels)
 
 
-def _png_chunk(kind: bytes, payload: bytes) -> bytes:
-    crc = zlib.crc32(kind + payload)
-    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", crc)
-
-
 def _one_bit_png(width: int, height: int, pixel_data: bytes) -> bytes:
     """A 1-bit grayscale PNG whose header claims ``width`` x ``height``."""
-    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
     return (
-        b"\x89PNG\r\n\x1a\n"
-        + _png_chunk(b"IHDR", header)
-        + _png_chunk(b"IDAT", zlib.compress(pixel_data, 9))
-        + _png_chunk(b"IEND", b"")
+        png_header(width, height, "L", bit_depth=1)
+        + png_chunk(b"IDAT", zlib.compress(pixel_data, 9))
+        + png_chunk(b"IEND", b"")
     )
 
 
@@ -249,8 +242,8 @@ def test_decompression_bomb_is_refused_before_decoding() -> None:
 
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
 def test_huge_dimensions_are_refused() -> None:
-    with pytest.raises(ImageInputError, match="7000×7000 pixels; the limit is 40 megapixels"):
-        load_image(_bomb_png(7_000, 7_000))  # over our limit, under Pillow's error threshold
+    with pytest.raises(ImageInputError, match="4000×4000 pixels .16 megapixels.; the limit for a PNG is 8.3 "):
+        load_image(_bomb_png(4_000, 4_000))  # over our limit, under Pillow's error threshold
     with pytest.raises(ImageInputError, match="too many pixels"):
         load_image(_one_bit_png(100_000, 100_000, b""))  # claims 10 gigapixels, holds none
 
