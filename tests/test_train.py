@@ -133,3 +133,23 @@ def test_evaluation_keeps_the_seed_figures_where_only_the_shipped_weights_are_he
     for key in ("seeds", "mean", "spread", "shipped_seed"):
         assert metrics[key] == trained[key] == load_checkpoint(path)[1].metrics[key]
     assert metrics["headline"] == trained["headline"]  # the shipped seed, measured again
+
+
+def test_train_all_reproduces_each_compared_model_from_its_seeds(monkeypatch, tmp_path):
+    """--all trains every bundled preset; the models the toggles compare are each the median of three seeds, the
+    others one run. Every shipped card was made that way (its seeds are the preset's)."""
+    import core.train as train
+    from core.registry import list_cards
+    calls = {}
+    monkeypatch.setattr(train, "train_seeds", lambda p, seeds, out: calls.setdefault(p.name, tuple(seeds)) and out)
+    monkeypatch.setattr(train, "train_preset", lambda p, out: calls.setdefault(p.name, ()) or out)
+    assert train.main(["--all", "--out", str(tmp_path)]) == 0
+    table = presets(TextTokenizer().vocab_size)
+    assert set(calls) == set(table) - {"tiny-test"}
+    for name, seeds in calls.items():
+        compared = table[name].task in train.COMPARED_TASKS and not table[name].pack
+        assert seeds == (train.COMPARED_SEEDS if compared else ())
+        assert len(seeds) >= 3 or not compared
+    for card in list_cards():
+        if card.name in table and table[card.name].seeds and "seeds" in card.metrics:
+            assert sorted(map(int, card.metrics["seeds"])) == sorted(table[card.name].seeds)
