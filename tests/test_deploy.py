@@ -7,8 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-yaml = pytest.importorskip("yaml", reason="PyYAML reads docker-compose.yml")
+import yaml  # requirements-dev.txt
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
