@@ -431,10 +431,12 @@ def reveal_warmup(prediction: str | None) -> None:
     without, with_ = pair
     steps = min(without.steps_done, with_.steps_done)
     loss_without, loss_with = final_loss(without.history["loss"], steps), final_loss(with_.history["loss"], steps)
+    accuracies = [final_loss(view.history["accuracy"], steps) for view in pair]  # the same mean, of the accuracy
     show_grade(prediction, loss_comparison(loss_without, loss_with, WARMUP_OPTIONS),
                f"after {steps} steps your post-LN run without a warm-up is at loss **{loss_without:.2f}**, the one "
                f"with {with_.spec.warmup} warm-up steps at **{loss_with:.2f}** (mean of the last 25 steps; lr "
-               f"{without.spec.learning_rate:g} and {with_.spec.learning_rate:g})")
+               f"{without.spec.learning_rate:g} and {with_.spec.learning_rate:g}; batch accuracy "
+               f"{accuracies[0]:.0%} and {accuracies[1]:.0%})")
     st.markdown("Why: Adam's first updates move every weight by about the learning rate, whatever the size of its "
                 "gradient, until its running averages settle. Post-LN puts a TokenNorm after every residual addition, "
                 "so no path from the output back to the input is left untouched, and such large early steps can "
@@ -493,7 +495,7 @@ if run is None and asked:
     st.info(f"The run `{asked}` is no longer in this server's memory (the server restarted, or it was one of the "
             "oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
 
-predict_then_reveal("tr_predict_warmup", "A post-LN model trained at a high learning rate with **no warm-up**: "
+predict_then_reveal("tr_predict_warmup", "A post-LN model (4 layers) trained at a constant learning rate with **no warm-up**: "
                     "what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS, reveal_warmup)
 
 with st.expander("Set up a run", expanded=view is None, icon=":material/tune:"):

@@ -1,7 +1,8 @@
 """How fast the live-training page's default tiny preset trains on this machine, and when its pattern forms.
 
     python tests/benchmarks/bench_training.py                 # the default preset (reversal, M=2, H=2, D=32)
-    python tests/benchmarks/bench_training.py --compare-norms # also the page's post-LN / warm-up recipes
+    python tests/benchmarks/bench_training.py --compare-norms --seeds 0 1 2  # also the page's post-LN / warm-up
+                                                                             # recipes, once per seed
     python tests/benchmarks/bench_training.py --spec '{"task": "copy", "n_heads": 1, "pos_encoding": "rope"}'
 
 Runs the real background worker (core/live.py: one torch thread, snapshots of the probe as the page takes them)
@@ -39,7 +40,8 @@ def measure(spec: RunSpec, threshold: float) -> dict:
             "best_score": round(max(s.best_score for s in view.snapshots), 3),
             "formed_at_step": formed.step if formed else None,
             "formed_after_seconds": round(formed.seconds, 1) if formed else None,
-            "final_loss": round(float(view.history["loss"][-50:].mean()), 3)}
+            "final_loss": round(float(view.history["loss"][-50:].mean()), 3),
+            "final_accuracy": round(float(view.history["accuracy"][-50:].mean()), 3)}
 
 
 def main() -> None:
@@ -47,12 +49,14 @@ def main() -> None:
     parser.add_argument("--spec", default="{}", help="RunSpec fields as JSON (default: the tiny preset)")
     parser.add_argument("--threshold", type=float, default=PATTERN_THRESHOLD)
     parser.add_argument("--compare-norms", action="store_true")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="the page's recipes, once per seed")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}")
     specs = {"default": RunSpec(**json.loads(args.spec))}
     if args.compare_norms:
-        specs |= {name: RunSpec(**RECIPES[name]) for name in COMPARISONS}
+        specs |= {f"{name}, seed {seed}": RunSpec(**{**RECIPES[name], "seed": seed})
+                  for name in COMPARISONS for seed in args.seeds}
     for name, spec in specs.items():
         print(json.dumps({"run": name, **measure(spec, args.threshold)}), flush=True)
 
