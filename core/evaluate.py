@@ -78,13 +78,18 @@ def ngram_perplexities(train: TokenPool, heldout: TokenPool, vocab_size: int) ->
 @torch.no_grad()
 def agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT) -> float:
     """How often the verb form that agrees with the subject gets more probability than the other, read from
-    the prefix's last position (causal) or from a [MASK] appended where the verb goes (bidirectional)."""
+    the prefix's last position (causal) or, for a bidirectional model, at a [MASK] in the verb's place of the whole
+    sentence, [BOS] prefix [MASK] suffix [EOS], as it was trained to read (Goldberg 2019's probe of BERT)."""
     masked = model.cfg.head == "masked_token"
     correct = 0
     examples = grammar.generate_agreement_examples(n, HELDOUT_SEED)
     for example in examples:
-        ids = tokenizer.encode(example.prefix).ids + ([tokenizer.mask_id] if masked else [])
-        logits = model(torch.tensor([ids])).logits[0, -1]
+        ids = tokenizer.encode(example.prefix).ids  # [BOS] prefix
+        at = len(ids) - 1  # the prefix's last token predicts the verb (causal)
+        if masked:
+            at = len(ids)
+            ids = ids + [tokenizer.mask_id] + tokenizer.encode(example.suffix).ids[1:] + [tokenizer.eos_id]
+        logits = model(torch.tensor([ids])).logits[0, at]
         right, wrong = tokenizer.token_to_id(example.correct), tokenizer.token_to_id(example.wrong)
         correct += bool(logits[right] > logits[wrong])
     return correct / len(examples)

@@ -87,3 +87,18 @@ def test_default_vision_model_classifies_held_out_shapes():
     metrics = evaluate_shapes(model, n=300)
     assert metrics["accuracy"] >= 0.95
     assert metrics["rollout_on_object"] > metrics["object_patch_fraction"]  # attention finds the object
+
+
+def test_a_bidirectional_model_is_probed_on_the_whole_sentence_with_the_verb_masked():
+    """The masked-token model reads [BOS] prefix [MASK] suffix [EOS], as in training, and is scored at the [MASK]."""
+    from core.data import grammar
+    from core.evaluate import HELDOUT_SEED
+    model, _ = bundled("mlm-learned")
+    tokenizer, seen = TextTokenizer(), []
+    forward = model.forward
+    model.forward = lambda ids, *a, **k: seen.append(ids[0].tolist()) or forward(ids, *a, **k)
+    agreement_accuracy(model, tokenizer, n=5)
+    for ids, example in zip(seen, grammar.generate_agreement_examples(5, HELDOUT_SEED)):
+        at = ids.index(tokenizer.mask_id)
+        assert ids[:at] == tokenizer.encode(example.prefix).ids and ids[-1] == tokenizer.eos_id
+        assert tokenizer.decode(ids[at + 1:-1]).split() == example.suffix.split()

@@ -207,6 +207,8 @@ def test_agreement_examples() -> None:
         words = ex.prefix.split()
         number, verb_index = parse_sentence([*words, ex.correct, *_complement(ex.correct)])
         assert verb_index == len(words)
+        whole = [*words, ex.correct, *ex.suffix.split()]  # the sentence the probe was cut from, ending in "."
+        assert parse_sentence(whole) == (number, verb_index) and whole[-1] == "."
         assert ex.wrong == (SINGULAR_VERBS.get(ex.correct) or PLURAL_VERBS[ex.correct])
         assert ex.attractor in words[1:]
         assert _noun_number(ex.attractor) != number

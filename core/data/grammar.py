@@ -383,6 +383,7 @@ class AgreementExample:
     correct: str
     wrong: str
     attractor: str
+    suffix: str = ""  # the words after the verb (a bidirectional model reads the whole sentence, the verb masked)
 
 
 def _flip_verb(verb: str) -> str:
@@ -410,6 +411,7 @@ def generate_agreement_examples(n: int, seed: int) -> list[AgreementExample]:
                 correct=sentence.verb,
                 wrong=_flip_verb(sentence.verb),
                 attractor=sentence.attractor,
+                suffix=" ".join(sentence.words[sentence.verb_index + 1:]),
             )
         )
     return examples
