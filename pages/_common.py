@@ -14,6 +14,7 @@ import functools
 import math
 import os
 import re
+import string
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ from core.model import Transformer  # noqa: E402
 from core.predictions import Grade  # noqa: E402
 from core.record import TextInputError, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
+from core.visible import make_visible  # noqa: E402
 
 if PagesManager.uses_pages_directory:
     # The first run in a fresh server treats pages/ as Streamlit's old multipage folder and runs a deep-linked
@@ -166,10 +168,18 @@ def get_recording(setting: Setting, text: str) -> Recording | str:
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
 
 
-def literal(text: str) -> str:
-    """Text a user or a link supplied (or a message quoting it) as literal markdown: *, [, `, :, $ and the like are
-    shown, not obeyed. The one way such text reaches st.markdown, st.error and the like."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
+MARKUP = re.compile(f"([{re.escape(string.punctuation)}])")  # CommonMark lets a backslash escape each of them
+
+
+def literal(text: str, *, markdown: bool = True) -> str:
+    """Text a user or a link supplied (or a message quoting it), shown as typed: the one way such text reaches
+    st.markdown, captions, alerts, labels and widget options. Control and bidi characters (ESC, a newline, U+202E)
+    are written as their escapes (core/visible.py); with `markdown` (text Streamlit renders: markdown, captions,
+    alerts, labels, radio options) every ASCII punctuation character, which markdown, LaTeX ($) or HTML (<, &)
+    could obey, is backslash-escaped, so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as
+    plain text (a drop-down's options), where a backslash would show."""
+    shown = make_visible(str(text))
+    return MARKUP.sub(r"\\\1", shown) if markdown else shown
 
 
 def _non_finite(value: str) -> bool:

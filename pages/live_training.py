@@ -35,8 +35,8 @@ from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, Liv
                        encodings_for, masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
 from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
-from pages._common import (BIND, chart, models_dir, notation_switch, predict_then_reveal, show_grade,  # noqa: E402
-                           until_revealed)
+from pages._common import (BIND, chart, literal, models_dir, notation_switch, predict_then_reveal,  # noqa: E402
+                           show_grade, until_revealed)
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -490,7 +490,7 @@ st.caption("Train a tiny transformer here, on this computer's CPU, and watch it 
 run, asked = watched_run()
 view = run.view() if run is not None else None
 if run is None and asked:
-    st.info(f"The run `{asked}` is no longer in this server's memory (the server restarted, or it was one of the "
+    st.info(f"The run {literal(asked)} is no longer in this server's memory (the server restarted, or it was one of the "
             "oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
 
 predict_then_reveal("tr_predict_warmup", "A post-LN model trained at a high learning rate with **no warm-up**: "
