@@ -16,6 +16,7 @@ import os
 import re
 import string
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -168,15 +169,16 @@ def get_recording(setting: Setting, text: str) -> Recording | str:
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
 
 
-MARKUP = re.compile(f"([{re.escape(string.punctuation)}])")  # CommonMark lets a backslash escape each of them
+INERT = set(",;'\"?%@/=")  # ASCII punctuation that neither markdown, LaTeX, HTML nor Streamlit obeys on one line
+MARKUP = re.compile(f"([{re.escape(''.join(sorted(set(string.punctuation) - INERT)))}])")
 
 
 def literal(text: str, *, markdown: bool = True) -> str:
     """Text a user or a link supplied (or a message quoting it), shown as typed: the one way such text reaches
     st.markdown, captions, alerts, labels and widget options. Control and bidi characters (ESC, a newline, U+202E)
     are written as their escapes (core/visible.py); with `markdown` (text Streamlit renders: markdown, captions,
-    alerts, labels, radio options) every ASCII punctuation character, which markdown, LaTeX ($) or HTML (<, &)
-    could obey, is backslash-escaped, so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as
+    alerts, labels, radio options) every ASCII punctuation character that markdown, LaTeX ($), HTML (<, &) or
+    Streamlit (:red[…], :material/…:) could obey is backslash-escaped (CommonMark lets a backslash escape each), so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as
     plain text (a drop-down's options), where a backslash would show."""
     shown = make_visible(str(text))
     return MARKUP.sub(r"\\\1", shown) if markdown else shown
@@ -253,6 +255,39 @@ def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool]) -> None:
         st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
                    f"⟨…⟩?): {literal(words)}", icon=":material/help:")
         known_words_expander(tokenizer().known_words())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Which browser this is
+# ---------------------------------------------------------------------------------------------------------
+
+BROWSER_COOKIE = "attention_lab_browser"
+BROWSER_ID = re.compile(r"[0-9a-f]{32}")
+BROWSER_DAYS = 180  # how long a browser keeps its id (its runs' ownership and its saved-run quota)
+
+
+def _sent_cookie() -> str:
+    """The browser id cookie the session's first request sent ("" when none, or outside a browser)."""
+    try:
+        sent = st.context.cookies.get(BROWSER_COOKIE, "")
+    except (AttributeError, RuntimeError):
+        return ""
+    return sent if isinstance(sent, str) else ""
+
+
+def browser_id() -> str:
+    """An id for this browser, the same in all its tabs and after a reload: the one its cookie holds, else a new
+    one that a small script stores in the cookie, so the next tab or reload sends it. Owns live runs (one at a time
+    per browser) and counts saved runs against the browser's quota. Call it on every run: it sets the cookie on the
+    runs of a session that did not send it."""
+    sent = _sent_cookie()
+    if "browser_id" not in st.session_state:
+        st.session_state["browser_id"] = sent if BROWSER_ID.fullmatch(sent) else uuid.uuid4().hex
+    current = st.session_state["browser_id"]
+    if sent != current:
+        st.html(f"<script>document.cookie = '{BROWSER_COOKIE}={current}; path=/; "
+                f"max-age={BROWSER_DAYS * 86400}; SameSite=Strict';</script>", unsafe_allow_javascript=True)
+    return current
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ HOSTILE = f"the {' '.join(PIECES)} end"  # 63 tokens with [BOS]: the tiny models
 SHORT = f"the {' '.join(PIECES[:3] + PIECES[-2:])} end"  # 27: the mask editor takes 32
 REORDERED = f"end {' '.join(PIECES[-2:] + PIECES[:3])} the"  # SHORT's tokens in another order
 MARKER = "zq"
-PUNCTUATION = set(string.punctuation)
+PUNCTUATION = set(string.punctuation) - set(",;'\"?%@/=")  # what markdown, LaTeX, HTML or Streamlit may obey
 # Proto fields Streamlit renders as markdown: element bodies, widget labels and help, radio options and captions
 MARKDOWN_FIELDS = {"body", "label", "help", "captions", "text"}
 # Proto fields that hold what the user typed into a widget (shown in the box as typed) or a chart's data
