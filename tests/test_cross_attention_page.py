@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import figure, shows
 from core.data import grammar
-from core.data.translation import read_source
+from core.data.translation import TranslationInputError, read_source
 from pages._common import literal
 from tiny_models import write_tiny_seq2seq
 
@@ -145,6 +146,19 @@ def test_a_sentence_outside_the_grammar_has_free_generation_only(app):
     assert len(charts(at)) == 3  # cross, decoder self (free only), encoder
     assert not shows(spec(at, 0), "true alignment")
     assert "Tailish starts with the noun. At step 0" in text(at)
+
+
+def test_a_long_source_is_refused_before_it_is_read(app):  # issue 15: 8 MB took 4.7 s and an 11.5 MB error box
+    at = app()
+    started = time.perf_counter()
+    at.text_input(key="source").set_value("zebra " * 1_400_000).run()
+    assert time.perf_counter() - started < 4
+    assert not at.exception and len(at.error) == 1
+    message = at.error[0].value
+    assert "8,400,000 characters" in message and "at most 1,000" in message and len(message) < 300
+    with pytest.raises(TranslationInputError, match="characters"):
+        read_source("the dog runs . " * 100, 24)  # 1,500 characters
+    assert read_source("the dog runs .", 24).words[-1] == "[EOS]"
 
 
 def test_bad_input_shows_an_error_not_an_exception(app):
