@@ -72,8 +72,8 @@ def models_dir() -> Path:
 
 def model_cards(tasks: tuple[str, ...]) -> list[ModelCard]:
     """The cards of the models for these tasks: the bundled ones (models_dir()), then the user's saved runs
-    ($ATTENTION_LAB_USER_DIR, see core/registry.py) whose names no bundled model takes. Read each run: models
-    appear as training finishes or a run is saved; it is cheap."""
+    ($ATTENTION_LAB_USER_DIR, see core/registry.py) whose names no bundled model takes. Saved runs come from
+    registry.user_cards()'s cache, read again when a run is saved."""
     bundled = registry.list_cards(models_dir())
     taken = {card.name for card in bundled}
     runs = [card for card in registry.user_cards() if card.name not in taken]
