@@ -176,9 +176,9 @@ def budget_note(spec: RunSpec | str) -> str:
     """What one run may cost on this server: steps for this model, runs at once, and when an unwatched run stops."""
     cap = "" if isinstance(spec, str) else (f"With this model and batch a run may take at most "
                                             f"**{spec.max_steps():,} steps**, so that it ends in minutes. ")
-    return (f"{cap}Runs train in the background and survive reloads and page switches; one at a time per browser, "
-            f"at most {RUNS.max_running} at once on this server ({RUNS.running()} now). A run that no page has "
-            f"shown for {RUNS.idle_seconds:.0f} s stops, and is kept: save it then.")
+    return (f"{cap}Runs train in the background and survive a reload; one at a time per browser, at most "
+            f"{RUNS.max_running} at once on this server ({RUNS.running()} now). A run that this page has not shown "
+            f"for {RUNS.idle_seconds:.0f} s (its tab closed, another page open) stops, and is kept: save it then.")
 
 
 def start(spec: RunSpec) -> None:
