@@ -75,8 +75,9 @@ SNAPSHOTS = 40  # about this many snapshots per run, evenly spaced, plus the ini
 PATTERN_THRESHOLD = 0.5  # a head's pattern score from which the pattern counts as formed
 MAX_RUNNING = int(os.environ.get("ATTENTION_LAB_MAX_RUNS", "2"))  # runs training at once in one server
 MAX_KEPT = 12  # runs kept in memory (finished ones dropped oldest first)
-IDLE_SECONDS = 90.0  # a run no page has watched for this long stops (kept: saveable). Above 60 s: Chrome fires a hidden
-# tab's timers (the page's 2 s poll) only once a minute after 5 minutes, and a hidden tab still watches its run
+# A run no page has watched for this long stops (it is kept: saveable). More than 60 s: after 5 minutes Chrome fires a
+# hidden tab's timers (the page's 2 s poll) once a minute, and a tab in the background still watches its run.
+IDLE_SECONDS = 90.0
 # A run's work: steps x batch x context tokens x layers x D², about what its matrix products cost. The budget lets the
 # largest recipe (grammar LM, D=64, 800 steps) through and caps a run at a few minutes on one core of the 2-core
 # development machine: the default (2.1 M a step) trains about 35 steps/s alone, so 16e9 is about 4 minutes.

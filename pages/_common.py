@@ -178,8 +178,9 @@ def literal(text: str, *, markdown: bool = True) -> str:
     st.markdown, captions, alerts, labels and widget options. Control and bidi characters (ESC, a newline, U+202E)
     are written as their escapes (core/visible.py); with `markdown` (text Streamlit renders: markdown, captions,
     alerts, labels, radio options) every ASCII punctuation character that markdown, LaTeX ($), HTML (<, &) or
-    Streamlit (:red[…], :material/…:) could obey is backslash-escaped (CommonMark lets a backslash escape each), so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as
-    plain text (a drop-down's options), where a backslash would show."""
+    Streamlit (:red[…], :material/…:) could obey is backslash-escaped (CommonMark lets a backslash escape each),
+    so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as plain text (a
+    drop-down's options), where a backslash would show."""
     shown = make_visible(str(text))
     return MARKUP.sub(r"\\\1", shown) if markdown else shown
 

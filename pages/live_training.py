@@ -518,8 +518,8 @@ mine = run is not None and run.owned_by(owner)
 if run is not None and not mine:
     read_only_note()
 if run is None and asked:
-    st.info(f"The run {literal(asked)} is no longer in this server's memory (the server restarted, or it was one of the "
-            "oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
+    st.info(f"The run {literal(asked)} is no longer in this server's memory (the server restarted, or it was one of "
+            "the oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
 
 predict_then_reveal("tr_predict_warmup", "A post-LN model trained at a high learning rate with **no warm-up**: "
                     "what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS, reveal_warmup)

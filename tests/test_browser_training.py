@@ -77,7 +77,11 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
 def start_tiny_run(page, server: str) -> str:
     """Open the page with a long tiny run set up, start it; the run's id (from the URL)."""
     page.goto(f"{server}/live_training?tr_steps=20000&tr_d=16&tr_batch=8")
-    page.locator(".st-key-tr_start button").first.wait_for()
+    try:
+        page.locator(".st-key-tr_start button").first.wait_for()
+    except Exception:
+        page.screenshot(path="/tmp/first_tab.png", full_page=True)
+        raise
     if page.get_by_text("Page not found").count():
         page.keyboard.press("Escape")
     wait_idle(page)
@@ -99,11 +103,7 @@ def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(serv
     second_tab = mine.new_page()
     second_tab.set_default_timeout(120_000)
     second_tab.goto(f"{server}/live_training?tr_d=16&tr_batch=8")
-    try:
-        second_tab.locator(".st-key-tr_start button").first.wait_for()
-    except Exception:
-        second_tab.screenshot(path="/tmp/second_tab.png", full_page=True)
-        raise
+    second_tab.locator(".st-key-tr_start button").first.wait_for()
     wait_idle(second_tab)
     assert second_tab.locator(".st-key-tr_start button").first.is_disabled()  # one run per browser, in any tab
     second_tab.goto(f"{server}/live_training?run={run_id}")
