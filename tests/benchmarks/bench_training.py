@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-import math
 import time
 from pathlib import Path
 
