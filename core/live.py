@@ -7,8 +7,11 @@ patterns, TokenNorm statistics and residual norms, from the model's own recordin
 copy with `view()`, asks it to `stop()` (the step under way finishes, then a last snapshot is taken) and, once it
 has ended, to `save()` it into the user directory as a model every page can open (core/registry.py).
 
-The LiveRegistry (one per process: RUNS) bounds how many runs train at once and gives each owner (a browser
-session) one run at a time; it outlives page reruns and page switches because it lives in this module.
+The LiveRegistry (one per process: RUNS) bounds how many runs train at once and gives each owner (a browser, all
+its tabs) one run at a time; it outlives page reruns and page switches because it lives in this module. Only a run's
+owner may stop or save it. A run that no page has watched for IDLE_SECONDS stops by itself, and a run's steps are
+capped by its model's size (MAX_WORK) so that one takes minutes; the training thread runs at a lower priority
+(TRAINING_NICENESS) so that pages stay responsive. Saved runs have quotas per browser and per server.
 
 Threads share the process. torch keeps its intra-op thread count per thread but also copies it into a process
 default that threads read when they first use torch: a run uses one thread (use_one_torch_thread) and puts that
@@ -19,6 +22,7 @@ Nothing here imports Streamlit.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
@@ -63,6 +67,7 @@ IMAGE_ENCODINGS = ("learned", "sinusoidal", "none")
 TEXT_MASKS = ("causal", "window", "strided")  # a next-token head may not see the token it predicts
 IMAGE_MASKS = ("none", "window")  # the CLS token reads every patch; the window is two-sided
 CONTEXT = {"reversal": 32, "copy": 32, "sort": 32, "grammar-lm": 64}  # tokens: 2 x 12 symbols + | + [BOS] fit in 32
+IMAGE_TOKENS = 65  # CLS + 8 x 8 patches
 POOL_SIZES = {"grammar-lm": 5000, "shapes": 2000}  # training examples drawn from; 5000 for the algorithmic tasks
 LIMITS = {"n_layers": (1, 6), "n_heads": (1, 8), "d_model": (8, 256), "steps": (1, 20000), "batch_size": (1, 256)}
 PROBE_LENGTH = 6  # the snapshot example's input length on the algorithmic tasks
@@ -70,6 +75,18 @@ SNAPSHOTS = 40  # about this many snapshots per run, evenly spaced, plus the ini
 PATTERN_THRESHOLD = 0.5  # a head's pattern score from which the pattern counts as formed
 MAX_RUNNING = int(os.environ.get("ATTENTION_LAB_MAX_RUNS", "2"))  # runs training at once in one server
 MAX_KEPT = 12  # runs kept in memory (finished ones dropped oldest first)
+# A run no page has watched for this long stops (it is kept: saveable). More than 60 s: after 5 minutes Chrome fires a
+# hidden tab's timers (the page's 2 s poll) once a minute, and a tab in the background still watches its run.
+IDLE_SECONDS = 90.0
+# A run's work: steps x batch x context tokens x layers x D², about what its matrix products cost. The budget lets the
+# largest recipe (grammar LM, D=64, 800 steps) through and caps a run at a few minutes on one core of the 2-core
+# development machine: the default (2.1 M a step) trains about 35 steps/s alone, so 16e9 is about 4 minutes.
+MAX_WORK = 16e9
+TRAINING_NICENESS = 10  # the training thread's niceness (Linux: per thread), so page threads get the CPU first
+MAX_SAVED_PER_BROWSER = 10  # saved runs (all of them, however old) one browser may have on the server
+MAX_SAVED_BYTES_PER_BROWSER = 100 * 2**20
+MAX_SAVED_RUNS = 300  # saved runs on the server, every browser's together
+MAX_SAVED_BYTES = 2 * 2**30
 
 
 class ServerBusyError(RuntimeError):
@@ -77,11 +94,22 @@ class ServerBusyError(RuntimeError):
 
 
 class SessionBusyError(RuntimeError):
-    """This owner (browser session) already has a run training."""
+    """This owner (a browser, in any of its tabs) already has a run training."""
 
 
 class RunStateError(RuntimeError):
-    """The run is not in a state that allows this (e.g. saving one still training)."""
+    """The run is not in a state that allows this (e.g. saving one still training, or one already saved)."""
+
+
+class NotOwnerError(PermissionError):
+    """Only the browser that started a run may stop or save it; anyone else only watches."""
+
+    def __init__(self, action: str):
+        super().__init__(f"only the browser that started this run can {action} it; you are watching it read-only")
+
+
+class QuotaError(RuntimeError):
+    """Saving would pass a saved-run quota (per browser or per server)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -96,6 +124,18 @@ def masks_for(task: str) -> tuple[str, ...]:
 def encodings_for(task: str) -> tuple[str, ...]:
     """The position encodings a task can train with, the default (learned) first."""
     return IMAGE_ENCODINGS if task == "shapes" else TEXT_ENCODINGS
+
+
+def step_work(task: str, n_layers: int, d_model: int, batch_size: int) -> int:
+    """One training step's work: batch x context tokens x layers x D² (MAX_WORK bounds a run's)."""
+    tokens = IMAGE_TOKENS if task == "shapes" else CONTEXT.get(task, max(CONTEXT.values()))
+    return batch_size * tokens * n_layers * d_model ** 2
+
+
+def max_steps(task: str, n_layers: int, d_model: int, batch_size: int) -> int:
+    """The most steps a run of this model and batch may train (MAX_WORK), within LIMITS: minutes, not hours."""
+    low, high = LIMITS["steps"]
+    return max(low, min(high, int(MAX_WORK // step_work(task, n_layers, d_model, batch_size))))
 
 
 @dataclass(frozen=True)
@@ -138,6 +178,13 @@ class RunSpec:
             raise ConfigError(f"the {self.task} task takes the position encodings "
                               f"{', '.join(encodings_for(self.task))}, not {self.pos_encoding!r}")
         self.preset()  # ModelConfig and Preset check the rest (head size, schedule, rates) with their reasons
+        if self.steps > self.max_steps():
+            raise ConfigError(f"this model and batch may train at most {self.max_steps():,} steps here (so that a "
+                              f"run takes minutes, not hours), got {self.steps:,}: fewer steps, a smaller batch or "
+                              "a smaller model")
+
+    def max_steps(self) -> int:
+        return max_steps(self.task, self.n_layers, self.d_model, self.batch_size)
 
     def config(self) -> ModelConfig:
         size = dict(n_layers=self.n_layers, n_heads=self.n_heads, d_model=self.d_model, d_mlp=4 * self.d_model,
@@ -391,6 +438,18 @@ def use_one_torch_thread() -> None:
         restore.join()
 
 
+def lower_priority(niceness: int = TRAINING_NICENESS) -> int | None:
+    """Make the calling thread nicer (Linux gives each thread its own niceness), so the server's page threads get
+    the CPU before a training thread; its niceness after, or None where the system does not allow it."""
+    try:
+        native = threading.get_native_id()
+        current = os.getpriority(os.PRIO_PROCESS, native)
+        os.setpriority(os.PRIO_PROCESS, native, max(current, niceness))
+        return os.getpriority(os.PRIO_PROCESS, native)
+    except (AttributeError, OSError):
+        return None
+
+
 def snapshot_steps(steps: int) -> set[int]:
     """The update counts after which a snapshot is taken: about SNAPSHOTS, evenly spaced, and the last one."""
     every = max(1, math.ceil(steps / SNAPSHOTS))
@@ -398,15 +457,21 @@ def snapshot_steps(steps: int) -> set[int]:
 
 
 class LiveRun:
-    """One model trained in a daemon thread. Start it with `start()`; read it with `view()`."""
+    """One model trained in a daemon thread for its `owner` (a browser). Start it with `start()`; read it with
+    `view()`; pages that show it call `watch()`, and a run no page has watched for `idle_seconds` stops by itself
+    (kept, saveable). Only its owner may `stop()` or `save()` it: anyone else gets NotOwnerError."""
 
-    def __init__(self, run_id: str, spec: RunSpec, owner: str):
+    def __init__(self, run_id: str, spec: RunSpec, owner: str, idle_seconds: float = IDLE_SECONDS):
         self.run_id, self.spec, self.owner = run_id, spec, owner
+        self.idle_seconds = idle_seconds
         self.created = time.monotonic()
+        self._watched = self.created
         self._lock = threading.Lock()
+        self._save_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._train, name=f"live-run-{run_id}", daemon=True)
         self._status, self._message, self._seconds, self._threads = "starting", "", 0.0, 0
+        self._niceness: int | None = None
         self._history: dict[str, list[float]] = {name: [] for name in HISTORY_FIELDS}
         self._grad_norms: dict[str, list[float]] = {}
         self._snapshots: list[Snapshot] = []
@@ -417,14 +482,34 @@ class LiveRun:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
-        """Ask the run to stop after the step under way (it then takes a last snapshot)."""
+    def owned_by(self, owner: str | None) -> bool:
+        return owner is not None and owner == self.owner
+
+    def stop(self, owner: str) -> None:
+        """Ask the run to stop after the step under way (it then takes a last snapshot); NotOwnerError unless
+        `owner` started it."""
+        if not self.owned_by(owner):
+            raise NotOwnerError("stop")
         self._stop.set()
+
+    def watch(self) -> None:
+        """A page shows the run now: it keeps training (see idle_seconds)."""
+        with self._lock:
+            self._watched = time.monotonic()
+
+    def unwatched_for(self) -> float:
+        with self._lock:
+            return time.monotonic() - self._watched
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end; True when it has."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    @property
+    def niceness(self) -> int | None:
+        """The training thread's niceness once it runs (None before, or where it cannot be read)."""
+        return self._niceness
 
     def view(self) -> RunView:
         with self._lock:
@@ -440,6 +525,7 @@ class LiveRun:
         started = time.perf_counter()
         try:
             use_one_torch_thread()
+            self._niceness = lower_priority()
             preset = self.spec.preset()
             pool = shared_pool(self.spec.task, preset.pool_size)
             with _SEED_LOCK:
@@ -468,10 +554,16 @@ class LiveRun:
                 if not math.isfinite(stats.loss):
                     return "diverged", (f"the loss became {stats.loss} at step {done}: training diverged (a smaller "
                                         "learning rate, a warm-up or gradient clipping may help)")
-                if done in when or self._stop.is_set():
+                idle = self.unwatched_for() > self.idle_seconds
+                if done in when or self._stop.is_set() or idle:
                     self._add_snapshot(model, done, time.perf_counter() - started)
+                if done == preset.steps:
+                    return "finished", ""
                 if self._stop.is_set():
-                    return ("finished", "") if done == preset.steps else ("stopped", "")
+                    return "stopped", ""
+                if idle:
+                    return "stopped", (f"stopped after step {done}: no page had shown it for "
+                                       f"{self.idle_seconds:g} s. It is kept: save it, or start a new run.")
         finally:
             steps.close()
         return "finished", ""
@@ -494,45 +586,110 @@ class LiveRun:
 
     # saving --------------------------------------------------------------------------------------------------
 
-    def save(self, name: str, reserved: Iterable[str] = ()) -> Path:
+    def save(self, name: str, owner: str, reserved: Iterable[str] = ()) -> Path:
         """Save the trained model as the user run `name`: NAME/NAME.safetensors + NAME/NAME.json in the user
         directory. Written into a temporary folder, then renamed into place, so a run is listed whole or not at
-        all. Only a finished or stopped run can be saved; a name that is taken (or in `reserved`, the bundled
-        models' names) is refused. Returns the card's path."""
-        view = self.view()
-        if view.status not in ("finished", "stopped") or self._model is None:
-            raise RunStateError(f"only a finished or stopped run can be saved; this one is {view.status}")
-        if not registry.RUN_NAME.fullmatch(name):
-            raise ValueError("a run's name is 1 to 48 lowercase letters, digits, - or _, starting with a letter "
-                             f"or digit (got {name!r})")
-        if name in set(reserved):
-            raise ValueError(f"{name!r} is a bundled model's name; choose another")
-        root = registry.user_dir()
-        target = root / name
-        if target.exists():
-            raise ValueError(f"a saved run is already called {name!r}; choose another name")
-        root.mkdir(parents=True, exist_ok=True)
-        temporary = root / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-        try:
-            save_checkpoint(self._model, self._card(name, view), temporary)
-            temporary.rename(target)  # atomic on one file system; fails if the name was taken meanwhile
-        except OSError as error:
-            raise ValueError(f"could not save {name!r}: {error}") from error
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
-        with self._lock:
-            self._saved_as = name
-        return target / f"{name}.json"
+        all. Only the run's owner may save it (NotOwnerError), only once (RunStateError) and only a finished or
+        stopped run; a name that is taken (or in `reserved`, the bundled models' names) is refused, and so is a
+        save past a quota (QuotaError). Messages name the run, never a folder of the server. Returns the card's
+        path."""
+        if not self.owned_by(owner):
+            raise NotOwnerError("save")
+        with self._save_lock:  # two clicks at once: one saves, the other is told it is saved
+            view = self.view()
+            if view.saved_as is not None:
+                raise RunStateError(f"this run is already saved, as {view.saved_as!r}")
+            if view.status not in ("finished", "stopped") or self._model is None:
+                raise RunStateError(f"only a finished or stopped run can be saved; this one is {view.status}")
+            check_run_name(name, reserved)
+            check_quota(owner)
+            write_run(self._model, self._card(name, view), name)
+            with self._lock:
+                self._saved_as = name
+        return registry.user_card_path(name)
 
     def _card(self, name: str, view: RunView) -> ModelCard:
         every = max(1, view.steps_done // 200)
         curve = [(int(step), round(float(loss), 4)) for step, loss in
                  zip(view.history["step"][::every], view.history["loss"][::every])]
         training = {**self.spec.preset().recipe(), "origin": registry.USER_RUN_ORIGIN, "run": self.run_id,
+                    "saved_by": owner_tag(self.owner),
                     "steps_done": view.steps_done, "status": view.status, "seconds": round(view.seconds, 1),
                     "loss_curve": curve}
         return ModelCard(name, self.spec.task, self.spec.config(), f"your run: {self.spec.describe()}",
                          training=training)
+
+
+def check_run_name(name: str, reserved: Iterable[str] = ()) -> None:
+    """ValueError unless `name` can be a new saved run's name."""
+    if not registry.RUN_NAME.fullmatch(name):
+        raise ValueError("a run's name is 1 to 48 lowercase letters, digits, - or _, starting with a letter "
+                         f"or digit (got {name!r})")
+    if name in set(reserved):
+        raise ValueError(f"{name!r} is a bundled model's name; choose another")
+    if registry.user_dir().joinpath(name).exists():
+        raise ValueError(f"a saved run is already called {name!r}; choose another name")
+
+
+def owner_tag(owner: str) -> str:
+    """What a saved run's card keeps of the browser that saved it (for its quota): a hash, not the id itself."""
+    return hashlib.sha256(owner.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SavedUsage:
+    """Saved runs on the server: how many and their bytes, all of them and those of one browser."""
+
+    runs: int
+    bytes: int
+    runs_of_browser: int
+    bytes_of_browser: int
+
+
+def saved_usage(owner: str) -> SavedUsage:
+    """Count the saved runs in the user directory, and those `owner`'s browser saved (by their cards)."""
+    tag = owner_tag(owner)
+    runs = total = mine = mine_bytes = 0
+    for card in registry.user_cards():
+        size = registry.run_bytes(card.name)
+        runs, total = runs + 1, total + size
+        if card.training.get("saved_by") == tag:
+            mine, mine_bytes = mine + 1, mine_bytes + size
+    return SavedUsage(runs, total, mine, mine_bytes)
+
+
+def check_quota(owner: str) -> None:
+    """QuotaError when one more saved run would pass a quota: per browser (MAX_SAVED_PER_BROWSER runs,
+    MAX_SAVED_BYTES_PER_BROWSER) or per server (MAX_SAVED_RUNS, MAX_SAVED_BYTES). A run is a few MB at most."""
+    usage = saved_usage(owner)
+    if usage.runs_of_browser >= MAX_SAVED_PER_BROWSER or usage.bytes_of_browser >= MAX_SAVED_BYTES_PER_BROWSER:
+        raise QuotaError(f"this browser has saved {usage.runs_of_browser} runs ({usage.bytes_of_browser / 2**20:.1f} "
+                         f"MB), the most one browser may keep here ({MAX_SAVED_PER_BROWSER} runs, "
+                         f"{MAX_SAVED_BYTES_PER_BROWSER / 2**20:.0f} MB). Download this run instead, or ask your "
+                         "teacher to remove old ones.")
+    if usage.runs >= MAX_SAVED_RUNS or usage.bytes >= MAX_SAVED_BYTES:
+        raise QuotaError(f"the server keeps {usage.runs} saved runs ({usage.bytes / 2**20:.0f} MB), as many as it "
+                         f"may ({MAX_SAVED_RUNS} runs, {MAX_SAVED_BYTES / 2**30:.0f} GB). Download this run instead, "
+                         "or ask your teacher to remove old ones.")
+
+
+def write_run(model: Transformer, card: ModelCard, name: str) -> None:
+    """Write a run into a temporary folder of the user directory and rename it into place (atomic on one file
+    system; a name taken meanwhile fails). ValueError naming the run, never a server path, when it cannot."""
+    root = registry.user_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    temporary = root / f".{name}.{uuid.uuid4().hex[:8]}{registry.TEMPORARY_SUFFIX}"
+    target = root / name
+    try:
+        save_checkpoint(model, card, temporary)
+        temporary.rename(target)
+    except OSError as error:
+        if target.exists():
+            raise ValueError(f"a saved run was called {name!r} just before yours; choose another name") from error
+        raise ValueError(f"could not save {name!r}: {error.strerror or type(error).__name__}") from error
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    registry.forget_user_cards()
 
 
 def archive(card_path: Path) -> bytes:
@@ -550,10 +707,12 @@ def archive(card_path: Path) -> bytes:
 
 @dataclass
 class LiveRegistry:
-    """The runs of one server: at most `max_running` train at once, one per owner; `max_kept` stay readable."""
+    """The runs of one server: at most `max_running` train at once, one per owner (a browser); `max_kept` stay
+    readable; a run no page watches for `idle_seconds` stops."""
 
     max_running: int = MAX_RUNNING
     max_kept: int = MAX_KEPT
+    idle_seconds: float = IDLE_SECONDS
     _runs: dict[str, LiveRun] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -564,15 +723,15 @@ class LiveRegistry:
             running = [run for run in self._runs.values() if run.view().alive]
             mine = [run for run in running if run.owner == owner]
             if mine:
-                raise SessionBusyError(f"this session is already training run {mine[0].run_id}: stop it or let "
-                                       "it finish first")
+                raise SessionBusyError(f"this browser is already training run {mine[0].run_id[:6]} (in this tab or "
+                                       "another): stop it or let it finish first")
             if len(running) >= self.max_running:
                 raise ServerBusyError(f"the server is busy: {len(running)} runs are training (at most "
                                       f"{self.max_running} at once). Try again when one has finished.")
             ended = sorted((run for run in self._runs.values() if run not in running), key=lambda run: run.created)
             for run in ended[: max(0, len(self._runs) + 1 - self.max_kept)]:
                 del self._runs[run.run_id]
-            run = LiveRun(uuid.uuid4().hex[:12], spec, owner)
+            run = LiveRun(uuid.uuid4().hex[:12], spec, owner, self.idle_seconds)
             self._runs[run.run_id] = run
         run.start()
         return run
@@ -589,6 +748,10 @@ class LiveRegistry:
     def runs_of(self, owner: str) -> list[LiveRun]:
         """The owner's runs still kept, oldest first."""
         return [run for run in self.runs() if run.owner == owner]
+
+    def training_of(self, owner: str) -> LiveRun | None:
+        """The owner's run still training, if any."""
+        return next((run for run in self.runs_of(owner) if run.view().alive), None)
 
     def running(self) -> int:
         with self._lock:

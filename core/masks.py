@@ -156,9 +156,15 @@ def sees_later_tokens(allowed: torch.Tensor) -> bool:
     return bool((allowed & (_offsets(allowed.shape[-1], allowed.device) < 0)).any())
 
 
+MAX_CELLS_CHARS = 4_000  # far more cells than the editor's 32 x 32 grid makes worth writing out; refused unread
+
+
 def parse_cells(text: str) -> set[tuple[int, int]]:
     """The editor's edits as written in its box and the URL, "query:key" pairs split by spaces or commas:
-    "3:1 4:2" -> {(3, 1), (4, 2)}. A cell written twice is switched twice, so it drops out."""
+    "3:1 4:2" -> {(3, 1), (4, 2)}. A cell written twice is switched twice, so it drops out. ValueError for a text
+    longer than MAX_CELLS_CHARS or an item that is not a cell."""
+    if len(text) > MAX_CELLS_CHARS:
+        raise ValueError(f"the list of cells has {len(text):,} characters; write at most {MAX_CELLS_CHARS:,}")
     cells: set[tuple[int, int]] = set()
     for item in text.replace(",", " ").split():
         query, colon, key = item.partition(":")

@@ -3,13 +3,17 @@ NAME/NAME.json under the user directory, written by core/live.py), read by the a
 
 The user directory is $ATTENTION_LAB_USER_DIR, else ~/.attention_lab/runs. A run is saved into a folder of its
 own, written under a temporary name and renamed into place, so a half-written run is never listed; folders whose
-name starts with "." are such temporary ones. A bundled model's name wins over a user run's of the same name.
+name starts with "." are such temporary ones (leftovers of a killed save are removed when a process first reads the
+directory). A bundled model's name wins over a user run's of the same name.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -54,10 +58,31 @@ def _complete(path: Path) -> bool:
     return path.is_file() and path.with_suffix(".safetensors").is_file()
 
 
-def user_cards() -> list[ModelCard]:
-    """Every saved user run's card, sorted by name; unreadable ones are left out (they cannot be opened)."""
+TEMPORARY_SUFFIX = ".tmp"  # a run being written: .NAME.xxxxxxxx.tmp, renamed into place when whole
+LEFTOVER_SECONDS = 600  # a temporary folder older than this was left by a save that died (a SIGKILL mid-save)
+
+
+def remove_leftovers(root: Path, older_than: float = LEFTOVER_SECONDS) -> list[str]:
+    """Remove the temporary folders (.NAME.xxxxxxxx.tmp) that saves killed mid-way left in `root`, if older than
+    `older_than` seconds (a save under way in another replica sharing the folder keeps its own); their names."""
+    removed = []
+    now = time.time()
+    for folder in root.glob(f".*{TEMPORARY_SUFFIX}") if root.is_dir() else ():
+        try:
+            if folder.is_dir() and now - folder.stat().st_mtime > older_than:
+                shutil.rmtree(folder)
+                removed.append(folder.name)
+        except OSError:
+            continue
+    return removed
+
+
+_cards_lock = threading.Lock()
+_cards: dict[Path, tuple[int, list[ModelCard]]] = {}  # user dir -> (its mtime in ns, its cards)
+
+
+def _read_user_cards(root: Path) -> list[ModelCard]:
     cards = []
-    root = user_dir()
     for folder in sorted(root.iterdir()) if root.is_dir() else ():
         path = folder / f"{folder.name}.json"
         if RUN_NAME.fullmatch(folder.name) and _complete(path):
@@ -66,6 +91,43 @@ def user_cards() -> list[ModelCard]:
             except (OSError, ValueError, KeyError, TypeError):
                 continue
     return cards
+
+
+def user_cards() -> list[ModelCard]:
+    """Every saved user run's card, sorted by name; unreadable ones are left out (they cannot be opened). Read
+    once and kept while the user directory is unchanged (a save, here or in a replica sharing it, renames a folder
+    into it and so changes its modification time): a render costs one stat, not a read of every card. The first
+    read of a directory in a process removes the leftovers of killed saves."""
+    root = user_dir()
+    try:
+        stamp = root.stat().st_mtime_ns
+    except OSError:
+        stamp = -1
+    with _cards_lock:
+        cached = _cards.get(root)
+        if cached is not None and cached[0] == stamp:
+            return list(cached[1])
+        if cached is None:
+            remove_leftovers(root)
+        cards = _read_user_cards(root)
+        _cards[root] = (stamp, cards)
+        return list(cards)
+
+
+def forget_user_cards() -> None:
+    """Read the saved runs' cards again on the next user_cards() (called when a run is saved)."""
+    with _cards_lock:
+        for root in _cards:
+            _cards[root] = (-2, _cards[root][1])
+
+
+def run_bytes(name: str) -> int:
+    """The bytes a saved run's folder takes on disk (0 when it is gone)."""
+    folder = user_dir() / name
+    try:
+        return sum(path.stat().st_size for path in folder.iterdir() if path.is_file())
+    except OSError:
+        return 0
 
 
 def is_user_run(card: ModelCard) -> bool:

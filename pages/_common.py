@@ -14,7 +14,9 @@ import functools
 import math
 import os
 import re
+import string
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +38,7 @@ from core.model import Transformer  # noqa: E402
 from core.predictions import Grade  # noqa: E402
 from core.record import TextInputError, record_text, tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
+from core.visible import make_visible  # noqa: E402
 
 if PagesManager.uses_pages_directory:
     # The first run in a fresh server treats pages/ as Streamlit's old multipage folder and runs a deep-linked
@@ -69,8 +72,8 @@ def models_dir() -> Path:
 
 def model_cards(tasks: tuple[str, ...]) -> list[ModelCard]:
     """The cards of the models for these tasks: the bundled ones (models_dir()), then the user's saved runs
-    ($ATTENTION_LAB_USER_DIR, see core/registry.py) whose names no bundled model takes. Read each run: models
-    appear as training finishes or a run is saved; it is cheap."""
+    ($ATTENTION_LAB_USER_DIR, see core/registry.py) whose names no bundled model takes. Saved runs come from
+    registry.user_cards()'s cache, read again when a run is saved."""
     bundled = registry.list_cards(models_dir())
     taken = {card.name for card in bundled}
     runs = [card for card in registry.user_cards() if card.name not in taken]
@@ -166,10 +169,20 @@ def get_recording(setting: Setting, text: str) -> Recording | str:
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
 
 
-def literal(text: str) -> str:
-    """Text a user or a link supplied (or a message quoting it) as literal markdown: *, [, `, :, $ and the like are
-    shown, not obeyed. The one way such text reaches st.markdown, st.error and the like."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|:<>~$])", r"\\\1", text)
+INERT = set(",;'\"?%@/=")  # ASCII punctuation that neither markdown, LaTeX, HTML nor Streamlit obeys on one line
+MARKUP = re.compile(f"([{re.escape(''.join(sorted(set(string.punctuation) - INERT)))}])")
+
+
+def literal(text: str, *, markdown: bool = True) -> str:
+    """Text a user or a link supplied (or a message quoting it), shown as typed: the one way such text reaches
+    st.markdown, captions, alerts, labels and widget options. Control and bidi characters (ESC, a newline, U+202E)
+    are written as their escapes (core/visible.py); with `markdown` (text Streamlit renders: markdown, captions,
+    alerts, labels, radio options) every ASCII punctuation character that markdown, LaTeX ($), HTML (<, &) or
+    Streamlit (:red[…], :material/…:) could obey is backslash-escaped (CommonMark lets a backslash escape each),
+    so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as plain text (a
+    drop-down's options), where a backslash would show."""
+    shown = make_visible(str(text))
+    return MARKUP.sub(r"\\\1", shown) if markdown else shown
 
 
 def _non_finite(value: str) -> bool:
@@ -243,6 +256,39 @@ def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool]) -> None:
         st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
                    f"⟨…⟩?): {literal(words)}", icon=":material/help:")
         known_words_expander(tokenizer().known_words())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Which browser this is
+# ---------------------------------------------------------------------------------------------------------
+
+BROWSER_COOKIE = "attention_lab_browser"
+BROWSER_ID = re.compile(r"[0-9a-f]{32}")
+BROWSER_DAYS = 180  # how long a browser keeps its id (its runs' ownership and its saved-run quota)
+
+
+def _sent_cookie() -> str:
+    """The browser id cookie the session's first request sent ("" when none, or outside a browser)."""
+    try:
+        sent = st.context.cookies.get(BROWSER_COOKIE, "")
+    except (AttributeError, RuntimeError):
+        return ""
+    return sent if isinstance(sent, str) else ""
+
+
+def browser_id() -> str:
+    """An id for this browser, the same in all its tabs and after a reload: the one its cookie holds, else a new
+    one that a small script stores in the cookie, so the next tab or reload sends it. Owns live runs (one at a time
+    per browser) and counts saved runs against the browser's quota. Call it on every run: it sets the cookie on the
+    runs of a session that did not send it."""
+    sent = _sent_cookie()
+    if "browser_id" not in st.session_state:
+        st.session_state["browser_id"] = sent if BROWSER_ID.fullmatch(sent) else uuid.uuid4().hex
+    current = st.session_state["browser_id"]
+    if sent != current:
+        st.html(f"<script>document.cookie = '{BROWSER_COOKIE}={current}; path=/; "
+                f"max-age={BROWSER_DAYS * 86400}; SameSite=Strict';</script>", unsafe_allow_javascript=True)
+    return current
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_
                          patch_token, readout_attention, record_image, rollout_grid)
 from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
                            keep_in_url, layer_head_picker, model_cards, model_from_link, model_label,
-                           models_dir, notation_switch, plotly_chart, show_input_error)
+                           literal, models_dir, notation_switch, plotly_chart, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -154,7 +154,7 @@ def choose_image() -> tuple[np.ndarray | None, str, int | None]:
             return None, "", None
         if loaded.notes:
             st.info("Converted for the model: " + "; ".join(loaded.notes) + ".", icon="ℹ️")
-        return loaded.array, f"upload {uploaded.name!r}", None
+        return loaded.array, f"upload “{literal(uploaded.name)}”", None
     return drawing(masks, labels)
 
 

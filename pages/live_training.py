@@ -16,7 +16,6 @@ tr_a, tr_b, tr_at (the comparison); the predictions. (The name a run is saved un
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
@@ -30,13 +29,13 @@ from core.analysis import best_head  # noqa: E402
 from core.config import ConfigError  # noqa: E402
 from core.figures.attention import head_heatmap, small_multiples  # noqa: E402
 from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
-from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, RunSpec,  # noqa: E402
-                       RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot, accuracy_guide, archive,
-                       encodings_for, masks_for, rate_curve)
+from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, NotOwnerError,  # noqa: E402
+                       QuotaError, RunSpec, RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot,
+                       accuracy_guide, archive, encodings_for, masks_for, rate_curve)
 from core.train import SCHEDULES, noam_peak  # noqa: E402
 from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
-from pages._common import (BIND, chart, models_dir, notation_switch, predict_then_reveal, show_grade,  # noqa: E402
-                           until_revealed)
+from pages._common import (BIND, browser_id, chart, literal, models_dir, notation_switch,  # noqa: E402
+                           predict_then_reveal, show_grade, until_revealed)
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -64,16 +63,20 @@ STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished"
 # ---------------------------------------------------------------------------------------------------------
 
 def watched_run() -> tuple[LiveRun | None, str | None]:
-    """The session's run, or the one the URL names (after a reload): the run, and the id asked for. Adopting a
-    run from the URL makes this session its owner again (one run at a time per owner)."""
-    st.session_state.setdefault("live_owner", uuid.uuid4().hex)
+    """The session's run, or the one the URL names (after a reload, or a shared link): the run, and the id asked
+    for. Watching a run gives no control of it: only the browser that started it (its owner) may stop or save it."""
     run_id = st.session_state.get("live_run") or st.query_params.get("run")
     run = RUNS.get(run_id)
     if run is not None:
         st.session_state["live_run"] = run.run_id
-        st.session_state["live_owner"] = run.owner
         st.query_params["run"] = run.run_id
     return run, run_id
+
+
+def read_only_note() -> None:
+    """Says that a run another browser started is shown read-only."""
+    st.info("**Read-only:** another browser started this run, so only it can stop or save it; you watch its "
+            "progress. Set up and start a run of your own below.", icon=":material/visibility:")
 
 
 def run_label(index: int, view: RunView) -> str:
@@ -167,6 +170,15 @@ def schedule_preview(spec: RunSpec) -> None:
                  f"{noam_peak(spec.d_model, spec.warmup):.3g} for D = {spec.d_model}, w = {max(spec.warmup, 1)}; "
                  "here the same curve is scaled to the peak you chose.")
     st.caption(note)
+
+
+def budget_note(spec: RunSpec | str) -> str:
+    """What one run may cost on this server: steps for this model, runs at once, and when an unwatched run stops."""
+    cap = "" if isinstance(spec, str) else (f"With this model and batch a run may take at most "
+                                            f"**{spec.max_steps():,} steps**, so that it ends in minutes. ")
+    return (f"{cap}Runs train in the background and survive a reload; one at a time per browser, at most "
+            f"{RUNS.max_running} at once on this server ({RUNS.running()} now). A run that this page has not shown "
+            f"for {RUNS.idle_seconds:.0f} s (its tab closed, another page open) stops, and is kept: save it then.")
 
 
 def start(spec: RunSpec) -> None:
@@ -317,6 +329,7 @@ def snapshots(view: RunView, notation: str) -> None:
 
 def live_panel(run: LiveRun, notation: str) -> None:
     """Progress, stop button, curves and snapshots; polled every POLL_SECONDS while the run trains."""
+    run.watch()  # a page shows it: it keeps training
     view = run.view()
     was_alive = st.session_state.get("tr_was_alive", False)
     st.session_state["tr_was_alive"] = view.alive
@@ -326,14 +339,24 @@ def live_panel(run: LiveRun, notation: str) -> None:
     with col_bar:
         st.progress(min(view.progress, 1.0), text=progress_line(view))
     with col_stop:
-        if view.alive and st.button("Stop", key="tr_stop", icon=":material/stop_circle:", type="primary"):
-            run.stop()
+        if view.alive and run.owned_by(st.session_state["live_owner"]) and st.button(
+                "Stop", key="tr_stop", icon=":material/stop_circle:", type="primary"):
+            stop(run)
     if view.status in ("diverged", "failed"):
         st.error(f"**The run {view.status}:** {view.message}", icon="⚠️")
+    elif view.message:
+        st.info(view.message, icon=":material/pause_circle:")
     pattern_note(view)
     curves(view)
     if view.alive and view.snapshots:
         latest_snapshot(view, notation)
+
+
+def stop(run: LiveRun) -> None:
+    try:
+        run.stop(st.session_state["live_owner"])
+    except NotOwnerError as error:  # the button is drawn for the owner only; core checks again
+        st.warning(f"**Can't stop:** {error}", icon=":material/lock:")
 
 
 def live(run: LiveRun, notation: str) -> None:
@@ -383,27 +406,28 @@ def compare(views: list[RunView], notation: str) -> None:
 
 
 def save(run: LiveRun, view: RunView) -> None:
+    """The owner's save box, and once saved the run's name and its download (no server path: the run's name)."""
     st.subheader("Save this run")
     if view.saved_as is None:
         suggestion = f"{view.spec.task}-{view.spec.norm}ln-{view.run_id[:6]}"
         col_name, col_button = st.columns([3, 1], vertical_alignment="bottom")
         name = col_name.text_input("Name", value=suggestion, key=f"tr_name_{view.run_id}", max_chars=48,
-                                   help="Lowercase letters, digits, - and _. The run is saved in "
-                                        f"{registry.user_dir()} and never overwrites another.")
+                                   help="Lowercase letters, digits, - and _. The run is kept on this server under "
+                                        "this name and never overwrites another.")
         if col_button.button("Save", key="tr_save", icon=":material/save:"):
             bundled = [card.name for card in registry.list_cards(models_dir())]
             try:
-                run.save((name or "").strip(), reserved=bundled)
-            except (ValueError, RunStateError) as error:
-                st.error(f"**Can't save:** {error}", icon="⚠️")
+                run.save((name or "").strip(), st.session_state["live_owner"], reserved=bundled)
+            except (ValueError, RunStateError, NotOwnerError, QuotaError) as error:
+                st.error(f"**Can't save:** {literal(str(error))}", icon="⚠️")
                 return
             view = run.view()
     if view.saved_as is not None:
-        path = registry.user_card_path(view.saved_as)
-        st.success(f"Saved as **{view.saved_as}** in `{path.parent}`: pick it in the model menu of every other page "
-                   "(marked “your run”).", icon=":material/check_circle:")
-        st.download_button("Download (.zip: weights + card)", archive(path), file_name=f"{view.saved_as}.zip",
-                           mime="application/zip", key="tr_download", icon=":material/download:")
+        st.success(f"Saved as **{view.saved_as}**: pick it in the model menu of every other page (marked “your "
+                   "run”).", icon=":material/check_circle:")
+        st.download_button("Download (.zip: weights + card)", archive(registry.user_card_path(view.saved_as)),
+                           file_name=f"{view.saved_as}.zip", mime="application/zip", key="tr_download",
+                           icon=":material/download:")
 
 
 def warmup_pair(views: list[RunView]) -> tuple[RunView, RunView] | None:
@@ -489,11 +513,15 @@ st.caption("Train a tiny transformer here, on this computer's CPU, and watch it 
            "learning rate of the schedule, the gradient of every layer, and its attention heads forming. Training "
            "uses Adam with a learning-rate schedule, gradient clipping, dropout and label smoothing (seed 003 §4); "
            "it can grow unstable (seed 001 §5).")
+owner = st.session_state["live_owner"] = browser_id()
 run, asked = watched_run()
 view = run.view() if run is not None else None
+mine = run is not None and run.owned_by(owner)
+if run is not None and not mine:
+    read_only_note()
 if run is None and asked:
-    st.info(f"The run `{asked}` is no longer in this server's memory (the server restarted, or it was one of the "
-            "oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
+    st.info(f"The run {literal(asked)} is no longer in this server's memory (the server restarted, or it was one of "
+            "the oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
 
 predict_then_reveal("tr_predict_warmup", "A post-LN model (4 layers) trained at a constant learning rate with **no warm-up**: "
                     "what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS, reveal_warmup)
@@ -504,13 +532,12 @@ with st.expander("Set up a run", expanded=view is None, icon=":material/tune:"):
         st.error(f"**Can't train this:** {spec}", icon="⚠️")
     else:
         schedule_preview(spec)
-    busy = view is not None and view.alive
+    busy = RUNS.training_of(owner) is not None
     if st.button("Start training", key="tr_start", type="primary", icon=":material/play_arrow:",
                  disabled=isinstance(spec, str) or busy,
-                 help="One run at a time per session; stop this one first." if busy else None):
+                 help="One run at a time per browser; stop yours first." if busy else None):
         start(spec)
-    st.caption(f"Runs train in the background and survive reloads and page switches; at most "
-               f"{RUNS.max_running} train at once on this server ({RUNS.running()} now).")
+    st.caption(budget_note(spec))
 
 predict_then_reveal("tr_predict_step", step_question(run), STEP_OPTIONS,
                     lambda prediction: reveal_pattern_step(prediction, None if run is None else run.view()))
@@ -519,6 +546,6 @@ if run is not None:
     current = run.view()  # after the fragment: what it drew, or newer
     if not current.alive and current.snapshots:
         snapshots(current, notation)
-    if current.status in ("finished", "stopped"):
+    if current.status in ("finished", "stopped") and mine:
         save(run, current)
     compare([v for v in (r.view() for r in RUNS.runs_of(run.owner)) if v.snapshots], notation)

@@ -142,7 +142,7 @@ def mask_section(card) -> None:
     try:
         cells = parse_cells(written or "")
     except ValueError as error:
-        st.error(f"**Switched cells:** {error}", icon="⚠️")
+        st.error(f"**Switched cells:** {literal(str(error))}", icon="⚠️")
         cells = set()
     allowed = flip_cells(preset.build(len(tokens)), cells)
     col_grid, col_pattern = st.columns([1.1, 1], gap="large")

@@ -34,7 +34,7 @@ from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
                            ablation_encodings, chosen_setting, get_recording, keep_in_range, keep_in_url,
                            layer_head_picker, model_picker, notation_switch, plotly_chart,
-                           show_input_error, text_cards, token_choices,
+                           literal, show_input_error, text_cards, token_choices,
                            trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
@@ -552,7 +552,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
         return
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
-    st.markdown(f"**{len(tokens)} tokens** (with [BOS]): `{shown_tokens}`")
+    st.markdown(f"**{len(tokens)} tokens** (with [BOS]): {literal(shown_tokens)}")
     unknown_warning(tokens, unknown)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))

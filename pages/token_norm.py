@@ -22,9 +22,9 @@ import streamlit as st  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from core.predictions import standardised  # noqa: E402
-from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, notation_switch,  # noqa: E402
-                           plotly_chart, predict_then_reveal, show_grade, text_cards, token_choices,
-                           typed_text_recording, until_revealed)
+from pages._common import (BIND, get_model, keep_in_range, literal, model_picker, models_dir,  # noqa: E402
+                           notation_switch, plotly_chart, predict_then_reveal, show_grade, text_cards,
+                           token_choices, typed_text_recording, until_revealed)
 
 PLOT_CONFIG = {"displaylogo": False}
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
@@ -142,7 +142,7 @@ if not until_revealed("predict_standardised", "Each token's vector after TokenNo
     st.stop()
 
 # --- one token, feature by feature ------------------------------------------------------------------------
-st.subheader(f"Token `{labels[token]}` through TokenNorm")
+st.subheader(f"Token {literal(labels[token])} through TokenNorm")
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("mean(x_n)", f"{view.mean[token]:.4f}")
 m2.metric("std(x_n)", f"{view.std[token]:.4f}")
@@ -169,7 +169,7 @@ plotly_chart(norm_axes_figure(token_stats.normalized, batch_stats.normalized, to
 orientation = ("Paper notation: X is D × N, features down the rows and tokens across, as in seed 001."
                if notation == "paper" else "Common notation: X is N × D, one row per token.")
 st.caption(f"Both panels start from the same vectors (the input of {where}), before γ and β. **TokenNorm** "
-           f"averages over {token_stats.over}: every token ends with mean 0 (outlined: token `{labels[token]}`). "
+           f"averages over {token_stats.over}: every token ends with mean 0 (outlined: token {literal(labels[token])}). "
            f"**BatchNorm** averages over {batch_stats.over}: every feature ends with mean 0 across the tokens "
            f"(outlined: feature {feature}), so a token's result depends on the other tokens in the batch — and, in a "
            f"causal model, on tokens after it. {orientation} Colours are clipped at ±3.")

@@ -9,7 +9,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
 from load_test import (JUDGE_MEMORY_MINUTES, Record, Session, latency_summary, memory_summary,  # noqa: E402
-                       next_value, problems, report, shown_value)
+                       next_value, problems, report, shown_value, trainer_browsers)
 
 
 def element_msg(fragment_id: str = "") -> tuple[ForwardMsg, object]:
@@ -132,3 +132,18 @@ def test_report_counts_errors_and_judges_memory_only_on_long_runs():
     assert result["memory_bounded"] is True and result["server"]["7"]["cpu_s"] == 12.0
     short = report(records, {7: series}, {7: 12.0}, 60.0, {**settings, "minutes": JUDGE_MEMORY_MINUTES - 1})
     assert short["memory_bounded"] is None
+
+
+def test_trainers_two_of_them_with_a_second_tab_of_the_same_browser():
+    browsers = trainer_browsers(5, 2)
+    assert len(browsers) == 7 and len(set(browsers)) == 5  # the classroom: 5 browsers, 2 with two tabs
+    assert browsers[5:] == browsers[:2] and all(len(b) == 32 for b in browsers)
+    assert trainer_browsers(0, 2) == []
+
+
+def test_a_tab_remembers_the_fragments_it_drew_for_its_polls():
+    session = Session("http://x", 1)
+    msg, element = element_msg("frag-1")
+    element.markdown.body = "polled"
+    session._note(msg, msg.SerializeToString())
+    assert session.fragments == {"frag-1"}

@@ -72,3 +72,56 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
     assert page.locator(".st-key-tr_scrub_pattern " + CHART).count() == 1
     assert page.locator(".st-key-tr_save button").count() == 1
     shoot(page, "training_3_stopped")
+
+
+def start_tiny_run(page, server: str) -> str:
+    """Open the page with a long tiny run set up, start it; the run's id (from the URL)."""
+    page.goto(f"{server}/live_training?tr_steps=20000&tr_d=16&tr_batch=8")
+    page.locator(".st-key-tr_start button").first.wait_for()
+    if page.get_by_text("Page not found").count():
+        page.keyboard.press("Escape")
+    wait_idle(page)
+    click(page, ".st-key-tr_start button")
+    page.get_by_text("Training: step").first.wait_for(timeout=60_000)
+    return page.url.split("run=")[1].split("&")[0]
+
+
+def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(server, page, shoot):
+    """The browser's id lives in a cookie the app sets: a second tab of the same browser (context) controls the run
+    and cannot start a second one; another browser (context) opening the run's link gets a read-only view."""
+    browser = page.context.browser
+    mine = browser.new_context(viewport={"width": 1400, "height": 1800})
+    first_tab = mine.new_page()
+    first_tab.set_default_timeout(120_000)
+    run_id = start_tiny_run(first_tab, server)
+    assert any(cookie["name"] == "attention_lab_browser" for cookie in mine.cookies())
+
+    second_tab = mine.new_page()
+    second_tab.set_default_timeout(120_000)
+    second_tab.goto(f"{server}/live_training?tr_d=16&tr_batch=8")
+    second_tab.locator(".st-key-tr_start button").first.wait_for()
+    wait_idle(second_tab)
+    assert second_tab.locator(".st-key-tr_start button").first.is_disabled()  # one run per browser, in any tab
+    second_tab.goto(f"{server}/live_training?run={run_id}")
+    second_tab.get_by_text("Training: step").first.wait_for(timeout=60_000)
+    assert second_tab.locator(".st-key-tr_stop button").count() == 1 and not second_tab.get_by_text("Read-only").count()
+
+    other = browser.new_context(viewport={"width": 1400, "height": 1800})
+    stranger = other.new_page()
+    stranger.set_default_timeout(120_000)
+    stranger.goto(f"{server}/live_training?run={run_id}")
+    stranger.get_by_text("Read-only").first.wait_for()
+    stranger.get_by_text("Training: step").first.wait_for(timeout=60_000)  # the polled panel, drawn
+    stranger.locator(".st-key-tr_start button").first.wait_for()
+    assert stranger.locator(".st-key-tr_stop button").count() == 0
+    assert not stranger.locator(".st-key-tr_start button").first.is_disabled()  # it may start a run of its own
+    shoot(stranger, "training_read_only")
+
+    click(second_tab, ".st-key-tr_stop button")
+    second_tab.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
+    stranger.reload()
+    stranger.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
+    wait_idle(stranger)
+    assert stranger.locator(".st-key-tr_save button").count() == 0  # and it cannot save it
+    other.close()
+    mine.close()

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from conftest import figure, shows
 from core.data import grammar
-from core.data.translation import read_source, vocabularies
-from core.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
+from core.data.translation import TranslationInputError, read_source
+from pages._common import literal
+from tiny_models import write_tiny_seq2seq
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "cross_attention.py")
@@ -21,17 +22,7 @@ OUTSIDE = "mary found the keys near the box ."
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     """Two tiny random encoder–decoders with the real vocabularies; `tiny` has held-out metrics naming L1 H1."""
-    directory = tmp_path_factory.mktemp("seq2seq")
-    vocab = vocabularies()
-    for seed, name in enumerate(("tiny", "tiny-b")):
-        torch.manual_seed(seed)
-        cfg = Seq2SeqConfig(src_vocab_size=vocab.source.vocab_size, tgt_vocab_size=vocab.target.vocab_size,
-                            d_model=32, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_mlp=64, max_tgt_len=24)
-        metrics = {"heldout": {"n": 10, "exact_match": 0.5, "token_accuracy": 0.7, "alignment": {
-            "best": {"layer": 1, "head": 1, "score": 0.4}, "per_head": [[0.1, 0.2], [0.3, 0.4]], "chance": 0.1}}}
-        card = Seq2SeqCard(name, "translation", cfg, "tiny random", metrics=metrics if seed == 0 else {})
-        save_seq2seq(Seq2SeqTransformer(cfg).eval(), card, directory)
-    return directory
+    return write_tiny_seq2seq(tmp_path_factory.mktemp("seq2seq"))
 
 
 @pytest.fixture
@@ -143,7 +134,7 @@ def test_predictions_reveal_the_computed_answers(app):
     at.radio(key="predict_free").set_value("no, it slips somewhere").run()
     at.button(key="predict_free__reveal").click().run()
     ok(at)
-    assert "You said **no, it slips somewhere**; measured: free generation" in text(at)
+    assert f"You said **{literal('no, it slips somewhere')}**; measured: free generation" in text(at)
     assert "of 16** reference words (teacher forcing: " in text(at)
 
 
@@ -157,6 +148,19 @@ def test_a_sentence_outside_the_grammar_has_free_generation_only(app):
     assert "Tailish starts with the noun. At step 0" in text(at)
 
 
+def test_a_long_source_is_refused_before_it_is_read(app):  # issue 15: 8 MB took 4.7 s and an 11.5 MB error box
+    at = app()
+    started = time.perf_counter()
+    at.text_input(key="source").set_value("zebra " * 1_400_000).run()
+    assert time.perf_counter() - started < 4
+    assert not at.exception and len(at.error) == 1
+    message = at.error[0].value
+    assert "8,400,000 characters" in message and "at most 1,000" in message and len(message) < 300
+    with pytest.raises(TranslationInputError, match="characters"):
+        read_source("the dog runs . " * 100, 24)  # 1,500 characters
+    assert read_source("the dog runs .", 24).words[-1] == "[EOS]"
+
+
 def test_bad_input_shows_an_error_not_an_exception(app):
     at = app()
     for typed, message in [("", "empty"), ("   ", "empty"), ("the zebra runs .", "'zebra' is not in the grammar's "
@@ -164,7 +168,7 @@ def test_bad_input_shows_an_error_not_an_exception(app):
                            ("the dog runs . " * 8, "at most 24 tokens")]:
         at.text_input(key="source").set_value(typed).run()
         assert not at.exception
-        assert at.error and message in at.error[0].value
+        assert at.error and literal(message) in at.error[0].value  # the message quotes the text: shown literally
         assert not charts(at)
 
 

@@ -14,7 +14,7 @@ from core.config import POSITION_ENCODINGS, ConfigError
 from core.figures.generation import CELL_SELECTION, generation_heatmap, mask_grid, next_token_bars
 from core.generation import Sampling, cache_check, choose, generate, next_token_distribution
 from core.masks import (MASK_PRESETS, MaskPreset, MaskSpec, block_sparse_mask, build_mask, flip_cells, format_cells,
-                        fully_masked_rows, parse_cells, random_mask, sees_later_tokens)
+                        MAX_CELLS_CHARS, fully_masked_rows, parse_cells, random_mask, sees_later_tokens)
 from core.model import KVCache
 from tiny_models import tiny_model
 
@@ -237,6 +237,13 @@ def test_cells_are_parsed_switched_and_written_back():
         with pytest.raises(ValueError, match="query:key"):
             parse_cells(bad)
     assert parse_cells("  ") == set()
+
+
+def test_a_list_of_cells_is_capped_before_it_is_read():  # issue 15: every text input has a cap
+    many = " ".join(f"{i % 32}:{i // 32 % 32}" for i in range(600))  # 600 cells, under the cap
+    assert len(parse_cells(many)) > 0 and len(many) < MAX_CELLS_CHARS
+    with pytest.raises(ValueError, match="at most 4,000"):
+        parse_cells("1:0 " * 2_000_000)  # 8 MB
 
 
 def test_fully_masked_rows_and_later_keys_are_found():

@@ -129,7 +129,7 @@ def test_upload_of_a_png(app):
     ok(at)
     assert len(charts(at)) == N_CHARTS
     assert "resized from 64×64 to 32×32" in text_of(at)
-    assert "upload 'shape.png'" in text_of(at)
+    assert "upload “shape\\.png”" in text_of(at)
 
 
 def test_a_bad_upload_shows_the_loaders_message(app):

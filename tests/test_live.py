@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import threading
+import time
 import zipfile
 
 import numpy as np
@@ -180,7 +182,7 @@ def test_stop_ends_the_run_after_the_step_under_way_with_a_last_snapshot():
         if run.view().steps_done >= 3:
             break
         run.join(0.1)
-    run.stop()
+    run.stop("stopper")
     assert run.join(timeout=60)
     view = run.view()
     assert view.status == "stopped" and 3 <= view.steps_done < 20000
@@ -197,7 +199,7 @@ def test_one_run_per_owner_and_a_bounded_number_per_server():
             runs.start(RunSpec(**TINY), "b")
         assert runs.running() == 1 and runs.runs_of("a") == [first] and runs.get(first.run_id) is first
     finally:
-        first.stop()
+        first.stop("a")
         assert first.join(timeout=60)
     second = runs.start(RunSpec(steps=2, **TINY), "b")
     assert second.join(timeout=60)
@@ -226,7 +228,7 @@ def test_an_image_run_snapshots_the_cls_token_and_every_patch():
 # ---------------------------------------------------------------------------------------------------------
 
 def test_a_saved_run_loads_back_like_a_bundled_model(reversal_run, user_dir):
-    path = reversal_run.save("tiny-reversal", reserved=["lm-rope"])
+    path = reversal_run.save("tiny-reversal", "test", reserved=["lm-rope"])
     assert path == user_dir / "tiny-reversal" / "tiny-reversal.json"
     assert sorted(p.name for p in user_dir.iterdir()) == ["tiny-reversal"]  # no temporary folder left
     assert reversal_run.view().saved_as == "tiny-reversal"
@@ -246,23 +248,192 @@ def test_a_saved_run_loads_back_like_a_bundled_model(reversal_run, user_dir):
 @pytest.mark.parametrize("name, reserved, message", [
     ("tiny-reversal", (), "already called"), ("lm-rope", ("lm-rope",), "bundled"), ("../escape", (), "name"),
     ("Upper", (), "name"), ("", (), "name")])
-def test_saving_refuses_taken_and_bad_names(reversal_run, name, reserved, message):
+def test_saving_refuses_taken_and_bad_names(name, reserved, message):
+    run = finished(RunSpec(steps=2, **TINY))
     if message == "already called":
-        reversal_run.save(name)
+        finished(RunSpec(steps=2, **TINY)).save(name, "test")
     with pytest.raises(ValueError, match=message):
-        reversal_run.save(name, reserved=reserved)
+        run.save(name, "test", reserved=reserved)
+    assert run.view().saved_as is None
 
 
 def test_a_run_still_training_cannot_be_saved():
     run = LiveRegistry().start(RunSpec(steps=20000, **TINY), "saver")
     try:
         with pytest.raises(RunStateError, match="finished or stopped"):
-            run.save("too-early")
+            run.save("too-early", "saver")
     finally:
-        run.stop()
+        run.stop("saver")
         assert run.join(timeout=60)
-    run.save("after-stopping")
+    run.save("after-stopping", "saver")
     assert [c.name for c in registry.user_cards()] == ["after-stopping"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A server one class can share (issue 15): ownership, saving once, no server paths, idle runs, budgets, quotas
+# ---------------------------------------------------------------------------------------------------------
+
+def started(owner: str = "owner", **registry_options) -> live.LiveRun:
+    """A long run under way (at least one step done)."""
+    run = LiveRegistry(**registry_options).start(RunSpec(steps=20000, **TINY), owner)
+    for _ in range(600):
+        if run.view().steps_done >= 1 or not run.view().alive:
+            break
+        run.join(0.1)
+    return run
+
+
+def test_only_the_browser_that_started_a_run_may_stop_or_save_it():
+    run = started("owner")
+    try:
+        for stranger in ("someone-else", "", None):
+            with pytest.raises(live.NotOwnerError, match="only the browser that started this run can stop it"):
+                run.stop(stranger)
+        run.join(0.5)
+        assert run.view().alive  # a stranger's stop did nothing
+    finally:
+        run.stop("owner")
+        assert run.join(timeout=60)
+    with pytest.raises(live.NotOwnerError, match="save"):
+        run.save("not-mine", "someone-else")
+    assert run.view().saved_as is None and not registry.user_dir().joinpath("not-mine").exists()
+    run.save("mine", "owner")
+    assert run.view().saved_as == "mine"
+
+
+def test_a_run_is_saved_once(user_dir):
+    run = finished(RunSpec(steps=2, **TINY))
+    run.save("first", "test")
+    with pytest.raises(RunStateError, match="already saved, as 'first'"):
+        run.save("second", "test")
+    assert sorted(path.name for path in user_dir.iterdir()) == ["first"]
+
+
+def test_two_saves_at_once_save_once(user_dir):
+    run = finished(RunSpec(steps=2, **TINY))
+    outcomes = []
+
+    def save(name):
+        try:
+            run.save(name, "test")
+            outcomes.append("saved")
+        except RunStateError:
+            outcomes.append("refused")
+    threads = [threading.Thread(target=save, args=(f"race-{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["refused"] * 3 + ["saved"]
+    assert len(list(user_dir.iterdir())) == 1
+
+
+def test_save_messages_name_the_run_never_a_server_folder(user_dir, monkeypatch):
+    run = finished(RunSpec(steps=2, **TINY))
+
+    def taken_meanwhile(model, card, folder):  # another session saves the same name while this one writes
+        for written in (user_dir / card.name, folder):
+            written.mkdir(parents=True)
+            (written / f"{card.name}.json").write_text("{}")
+    monkeypatch.setattr(live, "save_checkpoint", taken_meanwhile)
+    with pytest.raises(ValueError) as refused:
+        run.save("raced", "test")
+    assert "'raced'" in str(refused.value) and "just before yours" in str(refused.value)
+    assert str(user_dir) not in str(refused.value) and "/" not in str(refused.value)
+    assert not [path for path in user_dir.iterdir() if path.name.startswith(".")]  # no temporary folder left
+
+
+def test_a_run_no_page_watches_stops_and_is_kept():
+    run = started("owner", idle_seconds=0.5)
+    assert run.join(timeout=60), "the unwatched run kept training"
+    view = run.view()
+    assert view.status == "stopped" and "no page had shown it for 0.5 s" in view.message
+    assert view.snapshots[-1].step == view.steps_done
+    run.save("kept", "owner")
+
+
+def test_a_watched_run_keeps_training():
+    run = started("owner", idle_seconds=0.5)
+    try:
+        for _ in range(15):  # 1.5 s: three times the idle time
+            run.watch()
+            run.join(0.1)
+        assert run.view().alive
+    finally:
+        run.stop("owner")
+        assert run.join(timeout=60)
+
+
+def test_a_run_is_capped_to_minutes_by_its_model_size():
+    largest = dict(task="grammar-lm", n_layers=6, n_heads=8, d_model=128, batch_size=128)
+    with pytest.raises(ConfigError, match="at most .* steps"):
+        RunSpec(steps=20000, **largest)  # the issue's run: 8 to 18 hours
+    cap = live.max_steps("grammar-lm", 6, 128, 128)
+    assert RunSpec(steps=cap, **largest).steps == cap
+    with pytest.raises(ConfigError):
+        RunSpec(steps=cap + 1, **largest)
+    assert cap * live.step_work("grammar-lm", 6, 128, 128) <= live.MAX_WORK
+    # the default trains about 35 steps/s alone (RunSpec's docstring): the budget is minutes of it
+    default = RunSpec()
+    minutes = live.MAX_WORK / live.step_work(default.task, default.n_layers, default.d_model,
+                                             default.batch_size) / 35 / 60
+    assert 1 <= minutes <= 10
+
+
+def test_the_training_thread_runs_at_a_lower_priority(reversal_run):
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert reversal_run.niceness is not None and reversal_run.niceness > own
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread is left alone
+
+
+def test_saved_runs_have_a_quota_per_browser_and_per_server(monkeypatch):
+    monkeypatch.setattr(live, "MAX_SAVED_PER_BROWSER", 2)
+    monkeypatch.setattr(live, "MAX_SAVED_RUNS", 3)
+    for i in range(2):
+        finished(RunSpec(steps=2, **TINY), "alice").save(f"alice-{i}", "alice")
+    with pytest.raises(live.QuotaError, match="this browser has saved 2 runs"):
+        finished(RunSpec(steps=2, **TINY), "alice").save("alice-2", "alice")
+    finished(RunSpec(steps=2, **TINY), "bob").save("bob-0", "bob")  # another browser still may
+    with pytest.raises(live.QuotaError, match="the server keeps 3 saved runs"):
+        finished(RunSpec(steps=2, **TINY), "carol").save("carol-0", "carol")
+    usage = live.saved_usage("alice")
+    assert (usage.runs, usage.runs_of_browser) == (3, 2) and usage.bytes > usage.bytes_of_browser > 0
+
+
+def test_saved_runs_have_a_quota_in_bytes(monkeypatch):
+    run = finished(RunSpec(steps=2, **TINY), "alice")
+    run.save("alice-0", "alice")
+    monkeypatch.setattr(live, "MAX_SAVED_BYTES_PER_BROWSER", registry.run_bytes("alice-0"))
+    with pytest.raises(live.QuotaError, match="MB"):
+        finished(RunSpec(steps=2, **TINY), "alice").save("alice-1", "alice")
+    monkeypatch.setattr(live, "MAX_SAVED_BYTES", registry.run_bytes("alice-0"))
+    with pytest.raises(live.QuotaError, match="the server keeps 1 saved runs"):
+        finished(RunSpec(steps=2, **TINY), "bob").save("bob-0", "bob")
+
+
+def test_saved_cards_are_read_once_and_again_when_a_run_is_saved(monkeypatch):
+    finished(RunSpec(steps=2, **TINY)).save("one", "test")
+    reads = []
+    read_card = registry.read_card
+    monkeypatch.setattr(registry, "read_card", lambda path: reads.append(path.name) or read_card(path))
+    registry.forget_user_cards()
+    assert [c.name for c in registry.user_cards()] == ["one"] and reads == ["one.json"]
+    for _ in range(5):  # renders
+        assert [c.name for c in registry.user_cards()] == ["one"]
+    assert reads == ["one.json"]
+    finished(RunSpec(steps=2, **TINY)).save("two", "test")
+    assert [c.name for c in registry.user_cards()] == ["one", "two"]
+
+
+def test_leftovers_of_killed_saves_are_removed_when_the_folder_is_first_read(user_dir):
+    old, fresh = user_dir / ".killed.0123abcd.tmp", user_dir / ".under-way.4567cdef.tmp"
+    for folder in (old, fresh):
+        folder.mkdir(parents=True)
+        (folder / "half.safetensors").write_bytes(b"0" * 10)
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    assert registry.user_cards() == []
+    assert not old.exists() and fresh.exists()  # a save under way (maybe in another replica) is left alone
 
 
 def test_half_written_runs_are_never_listed(user_dir):

@@ -36,15 +36,23 @@ def stop_runs():
     """No run outlives its test."""
     yield
     for run in live.RUNS.runs():
-        run.stop()
+        run.stop(run.owner)
         run.join(timeout=60)
 
 
 @pytest.fixture
-def new_page(app, user_dir):
-    """new_page(**url params): the live-training page after its first run, checked for errors."""
-    def start(**query: str) -> AppTest:
-        at = app(PAGE, **query)
+def new_page(app, user_dir, models_dir, monkeypatch):
+    """new_page(browser=None, **url params): the live-training page after its first run, checked for errors; a
+    new session of a new browser, or of `browser` (its id, as its cookie would give it)."""
+    def start(browser: str | None = None, **query: str) -> AppTest:
+        if browser is None:
+            at = app(PAGE, **query)
+        else:
+            monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+            at = AppTest.from_file(PAGE, default_timeout=60)
+            at.query_params.update(query)
+            at.session_state["browser_id"] = browser
+            at.run()
         ok(at)
         return at
     return start
@@ -175,9 +183,10 @@ def test_stop_compare_and_reload(new_page):
     at.select_slider(key="tr_at").set_value(0)
     at.run()
     ok(at)
-    reloaded = new_page(run=second.run_id)  # a new session with the URL of the run: it shows the run again
+    reloaded = new_page(browser=second.owner, run=second.run_id)  # a reload or another tab: the run, in control
     assert "Finished: step 20 of 20" in " ".join(p.proto.text for p in reloaded.get("progress"))
-    assert reloaded.session_state["live_owner"] == second.owner
+    assert reloaded.session_state["live_owner"] == second.owner and reloaded.get("text_input")
+    assert "Read-only" not in texts(reloaded)
     gone = new_page(run="0123456789ab")
     assert "no longer in this server's memory" in texts(gone)
 
@@ -200,10 +209,74 @@ def test_a_saved_run_opens_in_the_other_pages_like_a_bundled_model(app, user_dir
     run = live.LiveRegistry().start(live.RunSpec(steps=3, d_model=16, batch_size=8, **spec), "saver")
     assert run.join(timeout=120)
     name = f"my-{page.removesuffix('.py')}"  # models are cached by name: one name per model, as saving ensures
-    run.save(name)
+    run.save(name, "saver")
     at = app(str(PAGES / page))
     picker = at.sidebar.selectbox(key="model")
     assert picker.options[-1] == f"{name} · your run"
     picker.set_value(name).run()
     ok(at)
     assert at.get("plotly_chart") or at.get("vega_lite_chart") or at.get("bidi_component")  # the canvas heatmap
+
+
+# --- a server one class can share (issue 15): ownership, one run per browser, the budget --------------------------
+
+def test_a_shared_link_to_a_run_is_a_read_only_view(new_page):
+    owner = new_page()
+    tiny(owner, steps=20000)
+    owner.run()
+    run = start(owner)
+    viewer = new_page(run=run.run_id)  # another browser opens the link
+    assert viewer.session_state["live_owner"] != run.owner
+    assert "Read-only" in texts(viewer) and "only it can stop or save it" in texts(viewer)
+    assert not [b for b in viewer.button if b.key == "tr_stop"]  # no Stop for a stranger
+    assert [b for b in owner.button if b.key == "tr_stop"]
+    run.join(0.5)
+    assert run.view().alive
+    owner.button(key="tr_stop").click().run()
+    assert run.join(timeout=60) and run.view().status == "stopped"
+    viewer.run()
+    ok(viewer)
+    assert not [b for b in viewer.button if b.key == "tr_save"] and not viewer.get("text_input")  # no Save either
+    owner.run()
+    assert [b for b in owner.button if b.key == "tr_save"]
+
+
+def test_two_tabs_of_one_browser_hold_one_run(new_page):
+    first_tab = new_page(browser="b" * 32)
+    tiny(first_tab, steps=20000)
+    first_tab.run()
+    run = start(first_tab)
+    second_tab = new_page(browser="b" * 32)  # the same browser (its cookie), no run in this tab yet
+    assert second_tab.button(key="tr_start").disabled
+    assert "One run at a time per browser" in (second_tab.button(key="tr_start").help or "")
+    other_browser = new_page(browser="c" * 32)
+    assert not other_browser.button(key="tr_start").disabled
+    run.stop(run.owner)
+
+
+def test_the_page_says_the_step_cap_and_refuses_more(new_page):
+    at = new_page()
+    assert f"at most **{live.RunSpec().max_steps():,} steps**" in texts(at) and "stops, and is kept" in texts(at)
+    at.selectbox(key="tr_task").set_value("grammar-lm")
+    at.number_input(key="tr_layers").set_value(6)
+    at.select_slider(key="tr_d").set_value(128)
+    at.select_slider(key="tr_batch").set_value(128)
+    at.number_input(key="tr_steps").set_value(20000).run()
+    assert not at.exception
+    assert any("Can't train this" in e.value and "at most" in e.value for e in at.error)
+    assert at.button(key="tr_start").disabled
+
+
+def test_a_saved_run_says_its_name_and_no_server_folder(new_page, user_dir):
+    at = new_page()
+    tiny(at, steps=5)
+    at.run()
+    run = start(at)
+    assert run.join(timeout=120)
+    at.run()
+    assert str(user_dir) not in at.text_input(key=f"tr_name_{run.run_id}").help
+    at.text_input(key=f"tr_name_{run.run_id}").set_value("named")
+    at.button(key="tr_save").click().run()
+    ok(at)
+    saved = " ".join(message.value for message in at.success)
+    assert "Saved as **named**" in saved and "/" not in saved and str(user_dir) not in texts(at)

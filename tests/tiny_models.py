@@ -40,3 +40,21 @@ def write_tiny_models(directory: Path) -> Path:
         save_checkpoint(model, ModelCard(name, task, model.cfg, f"tiny random test model ({changes['norm']}-LN)"),
                         directory)
     return directory
+
+
+def write_tiny_seq2seq(directory: Path) -> Path:
+    """Two tiny random encoder–decoders (`tiny`, `tiny-b`) with the real vocabularies; `tiny` has held-out metrics
+    naming L1 H1 as its best-aligned head."""
+    from core.data.translation import vocabularies
+    from core.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
+
+    vocab = vocabularies()
+    for seed, name in enumerate(("tiny", "tiny-b")):
+        torch.manual_seed(seed)
+        cfg = Seq2SeqConfig(src_vocab_size=vocab.source.vocab_size, tgt_vocab_size=vocab.target.vocab_size,
+                            d_model=32, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_mlp=64, max_tgt_len=24)
+        metrics = {"heldout": {"n": 10, "exact_match": 0.5, "token_accuracy": 0.7, "alignment": {
+            "best": {"layer": 1, "head": 1, "score": 0.4}, "per_head": [[0.1, 0.2], [0.3, 0.4]], "chance": 0.1}}}
+        card = Seq2SeqCard(name, "translation", cfg, "tiny random", metrics=metrics if seed == 0 else {})
+        save_seq2seq(Seq2SeqTransformer(cfg).eval(), card, directory)
+    return directory

@@ -18,6 +18,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
+from core.visible import escaped, is_invisible
+
 NOTATIONS = ("common", "paper")
 # Scales spelled out as plotly.py's validator would: plotly.js has scales of the same names that run the other way
 # (its "Blues" goes from dark to light), and lean_figure sends names to the browser unvalidated.
@@ -41,8 +43,8 @@ def token_label(token: str, unknown: bool = False) -> str:
         category = unicodedata.category(char)
         if char == " ":
             shown.append("␣")
-        elif category[0] == "C" or category in ("Zl", "Zp"):  # control, format, surrogate, unassigned
-            shown.append(f"\\u{ord(char):04x}" if ord(char) > 0xFF else f"\\x{ord(char):02x}")
+        elif is_invisible(char):  # control, format, surrogate, unassigned
+            shown.append(escaped(char))
         elif category == "Zs":
             shown.append("␣")
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -30,7 +31,7 @@ COMPARISONS = ("post-LN, no warm-up", "post-LN, with warm-up", "pre-LN, no warm-
 
 def measure(spec: RunSpec, threshold: float) -> dict:
     started = time.perf_counter()
-    run = LiveRegistry(max_running=1).start(spec, "benchmark")
+    run = LiveRegistry(max_running=1, idle_seconds=math.inf).start(spec, "benchmark")  # no page watches here
     run.join()
     view = run.view()
     formed = view.pattern_formed(threshold)

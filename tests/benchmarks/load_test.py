@@ -17,6 +17,10 @@ as bounded when the peak of the second half of the run is at most BOUNDED_GROWTH
 (caches fill early; st.cache_data / st.cache_resource have max_entries); runs shorter than JUDGE_MEMORY_MINUTES
 report memory without that verdict. Exit status 0 only with no error and memory not found unbounded.
 It ends by itself: after --minutes, in-flight actions finish (or time out), sessions close.
+
+With --trainers N (and --two-tabs K) N more students open the live-training page with the app's browser cookie,
+press Start and watch their run as the page polls it (K of them in a second tab of the same browser): the issue's
+classroom is --trainers 5 --two-tabs 2. Compare the toggles' p95 (mask, pe) with a run without them.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for bench_browser, i
 
 # What a student does, and how often (weights): type a sentence, toggle the mask or encoding, open a layer or head.
 ACTIONS = {"text": 4, "mask": 2, "pe": 2, "layer": 1, "head": 1}
+TRAINER_ACTIONS = ("train open", "start", "poll")  # what a training student does (--trainers)
 TEXT_SIZES = range(8, 65, 4)  # tokens with [BOS]: short classroom sentences, all within the bundled context (128)
 TEXTS_PER_SIZE = 4
 BOUNDED_GROWTH = 0.10  # second-half peak RSS may exceed the first-half peak by at most this fraction
@@ -120,8 +125,10 @@ class Outcome:
 class Session:
     """One student's tab: Streamlit's websocket protocol, widget states kept as the browser keeps them."""
 
-    def __init__(self, url: str, timeout: float, query: str = ""):
+    def __init__(self, url: str, timeout: float, query: str = "", page: str = "", cookie: str = ""):
         self.url, self.timeout, self.query = url.rstrip("/"), timeout, query  # query: the URL's, e.g. "view=..."
+        self.page, self.cookie = page, cookie  # page: its URL path ("" the default); cookie: name=value the app set
+        self.fragments: set[str] = set()  # the fragments drawn in the last run (a polled panel is one)
         self.widgets: dict[str, Widget] = {}  # by user key
         self.states: dict[str, WidgetState] = {}  # by widget id: every value this tab has set
         self.messages: dict[str, bytes] = {}  # each keyed element's message in the last run, as sent
@@ -130,7 +137,7 @@ class Session:
 
     async def open(self) -> Outcome:
         """Load the page (its cookies: XSRF, a load balancer's sticky cookie), connect, run the default page."""
-        cookies = await asyncio.to_thread(page_cookies, self.url)
+        cookies = "; ".join(c for c in (await asyncio.to_thread(page_cookies, self.url), self.cookie) if c)
         headers = {"Origin": self.url, **({"Cookie": cookies} if cookies else {})}
         started = time.perf_counter()
         self.ws = await connect(self.url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
@@ -146,17 +153,36 @@ class Session:
         self.states[widget.id] = WidgetState(id=widget.id, string_value=value)
         return await self._rerun(widget.fragment_id)
 
+    async def click(self, key: str) -> Outcome:
+        """Press button `key`: its trigger is sent with this rerun only, as the browser does."""
+        widget = self.widgets[key]
+        self.states[widget.id] = WidgetState(id=widget.id, trigger_value=True)
+        try:
+            return await self._rerun(widget.fragment_id)
+        finally:
+            self.states.pop(widget.id, None)
+
+    async def poll(self) -> Outcome | None:
+        """What a fragment with run_every does in the browser: rerun it by itself (None when none is drawn)."""
+        if not self.fragments:
+            return None
+        return await self._rerun(sorted(self.fragments)[0], auto=True)
+
     async def close(self) -> None:
         if self.ws is not None:
             await self.ws.close()
 
-    async def _rerun(self, fragment_id: str) -> Outcome:
+    async def _rerun(self, fragment_id: str, auto: bool = False) -> Outcome:
         back = BackMsg()
         back.rerun_script.page_script_hash = self.page_hash
+        back.rerun_script.page_name = "" if self.page_hash else self.page
+        back.rerun_script.is_auto_rerun = auto
         back.rerun_script.query_string = self.query
         back.rerun_script.fragment_id = fragment_id
         back.rerun_script.widget_states.widgets.extend(self.states.values())
         self.messages = {}
+        if not fragment_id:
+            self.fragments = set()
         started = time.perf_counter()
         await self.ws.send(back.SerializeToString())
         total, found = 0, []
@@ -179,6 +205,8 @@ class Session:
             self.page_hash = msg.navigation.page_script_hash
         if kind != "delta" or msg.delta.WhichOneof("type") != "new_element":
             return
+        if msg.delta.fragment_id:
+            self.fragments.add(msg.delta.fragment_id)
         element = msg.delta.new_element
         proto = getattr(element, element.WhichOneof("type") or "empty")
         element_id = getattr(proto, "id", "")
@@ -260,6 +288,49 @@ async def student(index: int, url: str, deadline: float, think: tuple[float, flo
             pass
 
 
+TRAINER_QUERY = "tr_steps=5000"  # the default model (reversal, D=32) for about 5000 steps: longer than a class run
+POLL_SECONDS = 2.0  # the live-training page's polling fragment (pages/live_training.py)
+
+
+def trainer_browsers(trainers: int, two_tabs: int) -> list[str]:
+    """The browser id (the app's cookie) of each trainer session: the first `two_tabs` browsers have two tabs each."""
+    browsers = [f"{i:032x}" for i in range(trainers)]
+    for i in range(min(two_tabs, trainers)):
+        browsers.append(browsers[i])
+    return browsers
+
+
+async def trainer(index: int, url: str, deadline: float, browser: str, timeout: float,
+                  records: list[Record]) -> None:
+    """A student training on the live-training page: open it, press Start, then watch the run as the page's
+    fragment polls it, until the deadline. Records "train open", "start" and "poll"; a busy server or a second tab
+    of a browser that already trains (an info or warning box) is not an error."""
+    session = Session(url, timeout, query=TRAINER_QUERY, page="live_training",
+                      cookie=f"attention_lab_browser={browser}")
+    action = "train open"
+    try:
+        outcome = await session.open()
+        records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
+        action = "start"
+        outcome = await session.click("tr_start")
+        records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
+        action = "poll"
+        while time.monotonic() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+            outcome = await session.poll()
+            if outcome is not None:
+                records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
+    except TimeoutError:
+        records.append(Record(index, action, None, problems=[f"no answer in {timeout} s"]))
+    except (ConnectionClosed, OSError) as error:
+        records.append(Record(index, action, None, problems=[f"disconnected: {type(error).__name__}: {error}"]))
+    finally:
+        try:
+            await session.close()
+        except (ConnectionClosed, OSError):
+            pass
+
+
 def proc_text(pid: int, name: str) -> str:
     """/proc/PID/NAME; a server that has exited ends the run with that said."""
     try:
@@ -310,7 +381,8 @@ async def warm_up(urls: list[str], timeout: float) -> dict[str, float]:
 
 
 async def classroom(url: str, pids: list[int], sessions: int, minutes: float, think: tuple[float, float],
-                    ramp: float, timeout: float, sample: float, texts: list[str], warm: list[str]) -> dict:
+                    ramp: float, timeout: float, sample: float, texts: list[str], warm: list[str],
+                    browsers: list[str] = ()) -> dict:
     idle_mb = {pid: rss_mb(pid) for pid in pids}
     warm_s = await warm_up(warm, timeout)
     records: list[Record] = []
@@ -325,12 +397,14 @@ async def classroom(url: str, pids: list[int], sessions: int, minutes: float, th
         await asyncio.sleep(ramp * index / sessions)
         await student(index, url, deadline, think, texts, timeout, records)
 
-    await asyncio.gather(*(delayed(index) for index in range(sessions)))
+    trainers = (trainer(sessions + i, url, deadline, browser, timeout, records) for i, browser in enumerate(browsers))
+    await asyncio.gather(*(delayed(index) for index in range(sessions)), *trainers)
     elapsed = time.monotonic() - started
     stop.set()
     await sampler
     result = report(records, samples, {pid: cpu_seconds(pid) - cpu_start[pid] for pid in pids}, elapsed,
-                    dict(url=url, sessions=sessions, minutes=minutes, think_s=list(think), ramp_s=ramp))
+                    dict(url=url, sessions=sessions, minutes=minutes, think_s=list(think), ramp_s=ramp,
+                         trainer_tabs=len(browsers), trainer_browsers=len(set(browsers))))
     result["warm_up_s"] = warm_s
     for pid, server in result["server"].items():
         server["idle_mb_before_warm_up"] = idle_mb[int(pid)]
@@ -340,11 +414,11 @@ async def classroom(url: str, pids: list[int], sessions: int, minutes: float, th
 def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float], elapsed: float,
            settings: dict) -> dict:
     answered = [r for r in records if r.seconds is not None]
-    interactions = [r for r in answered if r.action != "open"]
+    interactions = [r for r in answered if r.action in ACTIONS]  # the students' (toggles, texts)
     errors = [r for r in records if r.problems]
     result = {"settings": settings, "elapsed_s": elapsed,
               "latency": {action: latency_summary([r.seconds for r in answered if r.action == action])
-                          for action in ("open", *ACTIONS)},
+                          for action in ("open", *ACTIONS, *TRAINER_ACTIONS)},
               "errors": len(errors), "error_examples": [asdict(r) for r in errors[:10]],
               "interactions_per_s": len(interactions) / elapsed,
               "kb_per_interaction": float(np.mean([r.bytes for r in interactions]) / 1024) if interactions else None,
@@ -360,7 +434,8 @@ def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float
 def print_report(result: dict) -> None:
     s = result["settings"]
     print(f"\n{s['sessions']} sessions for {s['minutes']} min against {s['url']} (think {s['think_s'][0]:g}-"
-          f"{s['think_s'][1]:g} s); {result['interactions_per_s']:.2f} interactions/s, "
+          f"{s['think_s'][1]:g} s), and {s.get('trainer_tabs', 0)} training tabs of {s.get('trainer_browsers', 0)} "
+          f"browsers; {result['interactions_per_s']:.2f} interactions/s, "
           f"{result['kb_per_interaction'] or 0:.0f} KB sent per interaction")
     print("warm-up (one page load per server before the clock, not counted): "
           + ", ".join(f"{url} {seconds:.1f} s" for url, seconds in result["warm_up_s"].items()))
@@ -412,6 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pid", type=int, action="append", default=[], help="server process to watch (repeat)")
     parser.add_argument("--warm", action="append", default=[],
                         help="open the page once here before the clock (repeat; default: the target URL)")
+    parser.add_argument("--trainers", type=int, default=0,
+                        help="students on the live-training page who press Start and watch their run (the issue's "
+                             "classroom: 5)")
+    parser.add_argument("--two-tabs", type=int, default=0,
+                        help="of the trainers, how many have a second tab of the same browser (the issue's: 2)")
     parser.add_argument("--json", help="write the full results here")
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.minutes <= 0 or not 0 <= args.think[0] <= args.think[1]:
@@ -431,7 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"{args.sessions} sessions against {url} for {args.minutes} min ...", flush=True)
         result = asyncio.run(classroom(url, pids, args.sessions, args.minutes, tuple(args.think), args.ramp,
-                                       args.timeout, args.sample, texts, args.warm or [url]))
+                                       args.timeout, args.sample, texts, args.warm or [url],
+                                       trainer_browsers(args.trainers, args.two_tabs)))
     finally:
         if server is not None:
             stop_server(server)
