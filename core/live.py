@@ -79,9 +79,9 @@ MAX_KEPT = 12  # runs kept in memory (finished ones dropped oldest first)
 # hidden tab's timers (the page's 2 s poll) once a minute, and a tab in the background still watches its run.
 IDLE_SECONDS = 90.0
 # A run's work: steps x batch x context tokens x layers x D², about what its matrix products cost. The budget lets the
-# largest recipe (grammar LM, D=64, 800 steps) through and caps a run at a few minutes on one core of the 2-core
-# development machine: the default (2.1 M a step) trains about 35 steps/s alone, so 16e9 is about 4 minutes.
-MAX_WORK = 16e9
+# largest recipe (the warm-up lesson's, 16.8e9) through and caps a run at a few minutes on one core of the 2-core
+# development machine: the default (2.1 M a step) trains about 35 steps/s alone, so 20e9 is about 5 minutes.
+MAX_WORK = 20e9
 TRAINING_NICENESS = 10  # the training thread's niceness (Linux: per thread), so page threads get the CPU first
 MAX_SAVED_PER_BROWSER = 10  # saved runs (all of them, however old) one browser may have on the server
 MAX_SAVED_BYTES_PER_BROWSER = 100 * 2**20

@@ -380,6 +380,12 @@ def test_a_run_is_capped_to_minutes_by_its_model_size():
     assert 1 <= minutes <= 10
 
 
+def test_every_recipe_the_page_offers_fits_the_cap():
+    for name, fields in live.RECIPES.items():
+        spec = RunSpec(**fields)  # ConfigError if a recipe trained more steps than its model may
+        assert spec.steps <= spec.max_steps(), name
+
+
 def test_the_training_thread_runs_at_a_lower_priority(reversal_run):
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     assert reversal_run.niceness is not None and reversal_run.niceness > own
