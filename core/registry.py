@@ -175,7 +175,7 @@ def main_figure(headline: dict[str, float]) -> str:
 def quality(card: ModelCard, first_only: bool = False) -> str:
     """The card's held-out quality in words, most telling first ("agreement 94% · perplexity 17.9"), "" when it was
     not evaluated. With the spread over training seeds where the card has it (metrics["spread"]: the standard
-    deviation of each headline figure over the seeds)."""
+    deviation of each headline figure over the seeds). first_only: the main figure alone, without its spread."""
     headline, spread = card.metrics.get("headline", {}), card.metrics.get("spread", {})
     parts = []
     for key in sorted(headline, key=_rank):
@@ -184,7 +184,7 @@ def quality(card: ModelCard, first_only: bool = False) -> str:
             continue
         name, fraction = QUALITY_WORDS.get(key, (key.replace("_", " "), False))
         shown = f"{value:.0%}" if fraction else f"{value:.1f}"
-        if key in spread:
+        if key in spread and not first_only:  # the main figure alone labels a picker, which must stay short
             shown += f" ± {spread[key]:.0%}" if fraction else f" ± {spread[key]:.2g}"
         parts.append(f"{name} {shown}")
     return " · ".join(parts[:1] if first_only else parts)

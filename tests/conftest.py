@@ -4,6 +4,7 @@ under AppTest reading its models from there. A test file with other models overr
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,11 @@ def ok(at: AppTest) -> None:
     """No exception and no error box."""
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
+
+
+def as_shown(markdown: str) -> str:
+    """What markdown shows of text escaped by pages/_common.literal: every backslash escape resolved."""
+    return re.sub(r"\\(.)", r"\1", markdown)
 
 
 def charts(at: AppTest) -> list:
