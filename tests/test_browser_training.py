@@ -112,7 +112,7 @@ def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(serv
     stranger.goto(f"{server}/live_training?run={run_id}")
     stranger.get_by_text("Read-only").first.wait_for()
     stranger.get_by_text("Training: step").first.wait_for(timeout=60_000)  # the polled panel, drawn
-    stranger.locator(".st-key-tr_start button").first.wait_for()
+    stranger.locator(".st-key-tr_start button").first.wait_for(state="attached")  # in the folded set-up expander
     assert stranger.locator(".st-key-tr_stop button").count() == 0
     assert not stranger.locator(".st-key-tr_start button").first.is_disabled()  # it may start a run of its own
     shoot(stranger, "training_read_only")
