@@ -261,31 +261,51 @@ def next_value(session: Session, key: str, texts: list[str], rng: random.Random)
     return rng.choice(choices)
 
 
-async def student(index: int, url: str, deadline: float, think: tuple[float, float], texts: list[str],
-                  timeout: float, records: list[Record]) -> None:
-    """One student: open the page, then interact until the deadline. A failure ends the session (counted)."""
-    rng = random.Random(index)
-    session = Session(url, timeout)
-    action = "open"
+class Recorder:
+    """One session's records, each under the action under way (`action`, set before it is awaited)."""
+
+    def __init__(self, index: int, records: list[Record], action: str):
+        self.index, self.records, self.action = index, records, action
+
+    def add(self, outcome) -> None:
+        self.records.append(Record(self.index, self.action, outcome.seconds, outcome.bytes, outcome.problems))
+
+    def fail(self, problem: str) -> None:
+        self.records.append(Record(self.index, self.action, None, problems=[problem]))
+
+
+async def drive(session: Session, recorder: Recorder, timeout: float, script) -> None:
+    """Run `script(recorder)` on the session; a timeout or a lost connection ends it (recorded against the action under
+    way), and the session is closed."""
     try:
-        outcome = await session.open()
-        records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
-        while True:
-            await asyncio.sleep(rng.uniform(*think))
-            if time.monotonic() >= deadline:
-                break
-            action = rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
-            outcome = await session.change(action, next_value(session, action, texts, rng))
-            records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
+        await script(recorder)
     except TimeoutError:
-        records.append(Record(index, action, None, problems=[f"no answer in {timeout} s"]))
+        recorder.fail(f"no answer in {timeout} s")
     except (ConnectionClosed, OSError) as error:
-        records.append(Record(index, action, None, problems=[f"disconnected: {type(error).__name__}: {error}"]))
+        recorder.fail(f"disconnected: {type(error).__name__}: {error}")
     finally:
         try:
             await session.close()
         except (ConnectionClosed, OSError):
             pass
+
+
+async def student(index: int, url: str, deadline: float, think: tuple[float, float], texts: list[str],
+                  timeout: float, records: list[Record]) -> None:
+    """One student: open the page, then interact until the deadline. A failure ends the session (counted)."""
+    rng = random.Random(index)
+    session = Session(url, timeout)
+
+    async def browse(recorder: Recorder) -> None:
+        recorder.add(await session.open())
+        while True:
+            await asyncio.sleep(rng.uniform(*think))
+            if time.monotonic() >= deadline:
+                break
+            recorder.action = rng.choices(list(ACTIONS), weights=list(ACTIONS.values()))[0]
+            recorder.add(await session.change(recorder.action, next_value(session, recorder.action, texts, rng)))
+
+    await drive(session, Recorder(index, records, "open"), timeout, browse)
 
 
 TRAINER_QUERY = "tr_steps=5000"  # the default model (reversal, D=32) for about 5000 steps: longer than a class run
@@ -307,28 +327,19 @@ async def trainer(index: int, url: str, deadline: float, browser: str, timeout: 
     of a browser that already trains (an info or warning box) is not an error."""
     session = Session(url, timeout, query=TRAINER_QUERY, page="live_training",
                       cookie=f"attention_lab_browser={browser}")
-    action = "train open"
-    try:
-        outcome = await session.open()
-        records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
-        action = "start"
-        outcome = await session.click("tr_start")
-        records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
-        action = "poll"
+
+    async def train(recorder: Recorder) -> None:
+        recorder.add(await session.open())
+        recorder.action = "start"
+        recorder.add(await session.click("tr_start"))
+        recorder.action = "poll"
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_SECONDS)
             outcome = await session.poll()
             if outcome is not None:
-                records.append(Record(index, action, outcome.seconds, outcome.bytes, outcome.problems))
-    except TimeoutError:
-        records.append(Record(index, action, None, problems=[f"no answer in {timeout} s"]))
-    except (ConnectionClosed, OSError) as error:
-        records.append(Record(index, action, None, problems=[f"disconnected: {type(error).__name__}: {error}"]))
-    finally:
-        try:
-            await session.close()
-        except (ConnectionClosed, OSError):
-            pass
+                recorder.add(outcome)
+
+    await drive(session, Recorder(index, records, "train open"), timeout, train)
 
 
 def proc_text(pid: int, name: str) -> str:
