@@ -90,7 +90,7 @@ def test_quality_names_the_held_out_figures_most_telling_first_with_their_spread
     card = ModelCard("lm-x", "grammar-lm", ModelConfig(vocab_size=10),
                      metrics={"headline": {"ppl": 17.94, "agreement": 0.9412}, "spread": {"agreement": 0.021}})
     assert quality(card) == "agreement 94% ± 2% · perplexity 17.9"
-    assert quality(card, first_only=True) == "agreement 94% ± 2%"
+    assert quality(card, first_only=True) == "agreement 94%"  # a picker's label: the main figure alone
     assert quality(ModelCard("new", "copy", ModelConfig(vocab_size=10))) == ""
 
 
