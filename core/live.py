@@ -213,8 +213,8 @@ class RunSpec:
 # level (0.111, 0.112, 0.111; loss 3.02 for good), with 300 warm-up steps it learns the task (0.987, 0.964, 0.982);
 # pre-LN without one learned it at seeds 0 and 1 (0.988, 0.991) and was still on its way at seed 2 (0.245).
 # tests/benchmarks/bench_training.py --compare-norms --seeds 0 1 2 measures it again.
-WARMUP_LESSON = dict(task="reversal", pos_encoding="relative", n_layers=4, n_heads=4, d_model=64, learning_rate=2e-3,
-                 schedule="constant", steps=1000)
+WARMUP_LESSON = dict(task="reversal", pos_encoding="relative", n_layers=4, n_heads=4, d_model=64,
+                     learning_rate=2e-3, schedule="constant", steps=1000)
 RECIPES: dict[str, dict] = {  # starting points for the page: the RunSpec fields that differ from the default
     "tiny reversal (default)": {},
     # learned (absolute) positions level off near 0.8 on reversal (3000 steps); relative ones solve it: batch

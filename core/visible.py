@@ -14,16 +14,10 @@ def is_invisible(char: str) -> bool:
     return category[0] == "C" or category in ("Zl", "Zp")
 
 
-NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
 def escaped(char: str) -> str:
     """The character's escape as Python writes it: \\n, \\t, \\r; \\x1b below U+0100, else \\u202e
     (\\U0001xxxx past U+FFFF)."""
-    if char in NAMED:
-        return NAMED[char]
-    code = ord(char)
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return char.encode("unicode_escape").decode("ascii")
 
 
 def make_visible(text: str) -> str:

@@ -523,8 +523,9 @@ if run is None and asked:
     st.info(f"The run {literal(asked)} is no longer in this server's memory (the server restarted, or it was one of "
             "the oldest runs). Saved runs are in every page's model menu.", icon=":material/info:")
 
-predict_then_reveal("tr_predict_warmup", "A post-LN model (4 layers) trained at a constant learning rate with **no warm-up**: "
-                    "what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS, reveal_warmup)
+predict_then_reveal("tr_predict_warmup", "A post-LN model (4 layers) trained at a constant learning rate with **no "
+                    "warm-up**: what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS,
+                    reveal_warmup)
 
 with st.expander("Set up a run", expanded=view is None, icon=":material/tune:"):
     spec = settings()

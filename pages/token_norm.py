@@ -169,8 +169,8 @@ plotly_chart(norm_axes_figure(token_stats.normalized, batch_stats.normalized, to
 orientation = ("Paper notation: X is D × N, features down the rows and tokens across, as in seed 001."
                if notation == "paper" else "Common notation: X is N × D, one row per token.")
 st.caption(f"Both panels start from the same vectors (the input of {where}), before γ and β. **TokenNorm** "
-           f"averages over {token_stats.over}: every token ends with mean 0 (outlined: token {literal(labels[token])}). "
-           f"**BatchNorm** averages over {batch_stats.over}: every feature ends with mean 0 across the tokens "
+           f"averages over {token_stats.over}: every token ends with mean 0 (outlined: token "
+           f"{literal(labels[token])}). **BatchNorm** averages over {batch_stats.over}: every feature ends with mean 0 across the tokens "
            f"(outlined: feature {feature}), so a token's result depends on the other tokens in the batch — and, in a "
            f"causal model, on tokens after it. {orientation} Colours are clipped at ±3.")
 
