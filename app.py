@@ -5,6 +5,7 @@ To add a page, add one line to PAGES below. Its url_path must be the file's name
 server's first run Streamlit looks a deep link up among the files of pages/ (see pages/_common.py).
 """
 
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -31,6 +32,21 @@ PAGES = [
     # st.Page("pages/<name>.py", title="...", icon="...", url_path="<name>"),
 ]
 
+
+
+def _start_training_processes() -> None:
+    from core.live import warm_up  # imported here, in the background: the first page does not wait for it
+
+    warm_up()
+
+
+@st.cache_resource(show_spinner=False)
+def training_processes() -> None:
+    """Once per server: the fork server that live-training runs come from starts in the background (core/live.py)."""
+    threading.Thread(target=_start_training_processes, name="warm-training", daemon=True).start()
+
+
+training_processes()
 pg = st.navigation(PAGES)
 drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itself would crash on inf in a link
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page

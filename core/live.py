@@ -1,22 +1,22 @@
-"""Live training: a small transformer trained in a background thread of the server while a page watches it.
+"""Live training: a small transformer trained in a process of its own while a page of the server watches it.
 
-A LiveRun trains one model, described by a RunSpec, with core/train.py's own step (train_steps), in a daemon
-thread, and keeps what a class looks at: every step's loss, accuracy, learning rate and gradient norm (in total
+A LiveRun trains one model, described by a RunSpec, with core/train.py's own step (train_steps), in a child process
+(train_run), and keeps what a class looks at: every step's loss, accuracy, learning rate and gradient norm (in total
 and per layer), and at chosen steps a Snapshot of the model on one fixed held-out example (its attention
-patterns, TokenNorm statistics and residual norms, from the model's own recording). A page reads a consistent
+patterns, TokenNorm statistics and residual norms, from the model's own recording). The process sends each of them
+as a message, and the trained weights at the end; a thread of the server reads them. A page reads a consistent
 copy with `view()`, asks it to `stop()` (the step under way finishes, then a last snapshot is taken) and, once it
 has ended, to `save()` it into the user directory as a model every page can open (core/registry.py).
+
+Why a process: a training thread would share the server's interpreter lock with every page, and two of them slowed
+the text explorer's toggle about fourfold (tests/benchmarks/load_test.py). A process holds its own lock, uses one
+torch thread and runs at a lower priority (TRAINING_NICENESS), so pages stay responsive. Processes come from a fork
+server started clean, so they inherit none of the server's threads.
 
 The LiveRegistry (one per process: RUNS) bounds how many runs train at once and gives each owner (a browser, all
 its tabs) one run at a time; it outlives page reruns and page switches because it lives in this module. Only a run's
 owner may stop or save it. A run that no page has watched for IDLE_SECONDS stops by itself, and a run's steps are
-capped by its model's size (MAX_WORK) so that one takes minutes; the training thread runs at a lower priority
-(TRAINING_NICENESS) so that pages stay responsive. Saved runs have quotas per browser and per server.
-
-Threads share the process. torch keeps its intra-op thread count per thread but also copies it into a process
-default that threads read when they first use torch: a run uses one thread (use_one_torch_thread) and puts that
-default back, so the server's other threads keep theirs. Model initialisation is seeded under a lock; dropout
-draws from torch's global generator, so a run with dropout is reproducible only while no other run trains.
+capped by its model's size (MAX_WORK) so that one takes minutes. Saved runs have quotas per browser and per server.
 Nothing here imports Streamlit.
 """
 
@@ -25,7 +25,9 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import multiprocessing
 import os
+import queue
 import shutil
 import threading
 import time
@@ -82,7 +84,7 @@ IDLE_SECONDS = 90.0
 # largest recipe (the warm-up lesson's, 16.8e9) through and caps a run at a few minutes on one core of the 2-core
 # development machine: the default (2.1 M a step) trains about 35 steps/s alone, so 20e9 is about 5 minutes.
 MAX_WORK = 20e9
-TRAINING_NICENESS = 10  # the training thread's niceness (Linux: per thread), so page threads get the CPU first
+TRAINING_NICENESS = 10  # a training process's niceness, so the server's pages get the CPU first
 MAX_SAVED_PER_BROWSER = 10  # saved runs (all of them, however old) one browser may have on the server
 MAX_SAVED_BYTES_PER_BROWSER = 100 * 2**20
 MAX_SAVED_RUNS = 300  # saved runs on the server, every browser's together
@@ -253,7 +255,7 @@ def accuracy_guide(task: str) -> AccuracyGuide:
     """The levels of batch accuracy that say whether a run learned its task, computed from the task's data."""
     if task == "shapes":
         guess = 1 / len(IMAGE_CLASSES)
-        return AccuracyGuide(guess, LEARNED_ACCURACY, f"Guessing one of the {len(IMAGE_CLASSES)} shapes scores "
+        return AccuracyGuide(guess, LEARNED_ACCURACY, f"Guessing one of the {len(IMAGE_CLASSES)} classes scores "
                              f"{guess:.2f}; a model that has learned them scores close to 1.")
     if task == "grammar-lm":
         return AccuracyGuide(math.nan, math.nan, "A sentence can go on in many ways, so even a perfect model guesses "
@@ -423,24 +425,10 @@ class RunView:
 # One run
 # ---------------------------------------------------------------------------------------------------------
 
-_THREADS_LOCK = threading.Lock()
-_SEED_LOCK = threading.Lock()
-
-
-def use_one_torch_thread() -> None:
-    """torch.set_num_threads(1) for the calling thread only: the process default that threads started later
-    copy is put back by a short-lived thread (torch's per-thread count stays 1 in this one)."""
-    with _THREADS_LOCK:
-        default = torch.get_num_threads()  # a fresh thread reads the process default
-        torch.set_num_threads(1)
-        restore = threading.Thread(target=torch.set_num_threads, args=(default,))
-        restore.start()
-        restore.join()
-
-
 def lower_priority(niceness: int = TRAINING_NICENESS) -> int | None:
-    """Make the calling thread nicer (Linux gives each thread its own niceness), so the server's page threads get
-    the CPU before a training thread; its niceness after, or None where the system does not allow it."""
+    """Make the calling thread nicer (Linux gives each thread its own niceness; a training process has one thread
+    that trains, and processes started from a thread inherit its niceness), so the server's pages get the CPU first;
+    its niceness after, or None where the system does not allow it."""
     try:
         native = threading.get_native_id()
         current = os.getpriority(os.PRIO_PROCESS, native)
@@ -456,20 +444,139 @@ def snapshot_steps(steps: int) -> set[int]:
     return set(range(every, steps + 1, every)) | {steps}
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The training process: what it sends its LiveRun, one message at a time
+# ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Started:
+    threads: int  # torch threads the process trains with
+    niceness: int | None
+
+
+@dataclass(frozen=True)
+class Stepped:
+    stats: StepStats
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Snapped:
+    snapshot: Snapshot
+    tokens: list[str]
+
+
+@dataclass(frozen=True)
+class Ended:
+    status: str  # finished, stopped, diverged or failed
+    message: str
+    seconds: float
+    weights: dict[str, np.ndarray] | None  # the trained model's state dict (None when it was never built)
+
+
+Message = Started | Stepped | Snapped | Ended
+
+
+def train_run(spec: RunSpec, stop, watched, idle_seconds: float, send: Callable[[Message], None]) -> None:
+    """Train the run described by `spec` in this process, sending every step, snapshot and the end to `send`.
+    `stop` is set to ask for a stop; `watched.value` is the time.monotonic() at which a page last showed the run
+    (CLOCK_MONOTONIC: the same clock in every process). A failure is sent as the run's end, never raised."""
+    started, model = time.perf_counter(), None
+    try:
+        torch.set_num_threads(1)
+        send(Started(torch.get_num_threads(), lower_priority()))
+        preset = spec.preset()
+        pool = shared_pool(spec.task, preset.pool_size)
+        torch.manual_seed(spec.seed)
+        model = Transformer(preset.config)
+        send(Snapped(*take_snapshot(model, spec.task, 0, time.perf_counter() - started)))
+        status, message = _train_loop(model, preset, pool, started, stop, watched, idle_seconds, send)
+    except Exception as error:  # a run's failure is shown on its page, never raised into the server
+        status, message = "failed", f"{type(error).__name__}: {error}"
+    # numpy arrays, not tensors: torch would share a tensor's memory with the receiver, gone once this process ends
+    weights = None if model is None else {name: tensor.detach().numpy().copy()
+                                          for name, tensor in model.state_dict().items()}
+    send(Ended(status, message, time.perf_counter() - started, weights))
+
+
+def _train_loop(model: Transformer, preset: Preset, pool, started: float, stop, watched, idle_seconds: float,
+                send: Callable[[Message], None]) -> tuple[str, str]:
+    when = snapshot_steps(preset.steps)
+    steps = train_steps(model, preset, None if preset.task == "shapes" else tokenizer(), preset.seed, pool)
+    try:
+        for stats in steps:
+            done = stats.step + 1
+            send(Stepped(stats, time.perf_counter() - started))
+            if not math.isfinite(stats.loss):
+                return "diverged", (f"the loss became {stats.loss} at step {done}: training diverged (a smaller "
+                                    "learning rate, a warm-up or gradient clipping may help)")
+            idle = time.monotonic() - watched.value > idle_seconds
+            if done in when or stop.is_set() or idle:
+                send(Snapped(*take_snapshot(model, preset.task, done, time.perf_counter() - started)))
+                model.train()
+            if done == preset.steps:
+                return "finished", ""
+            if stop.is_set():
+                return "stopped", ""
+            if idle:
+                return "stopped", (f"stopped after step {done}: no page had shown it for {idle_seconds:g} s. It is "
+                                   "kept: save it, or start a new run.")
+    finally:
+        steps.close()
+    return "finished", ""
+
+
+def _train_in_child(spec: RunSpec, stop, watched, idle_seconds: float, outbox) -> None:
+    """The training process's entry point: train_run, sending into the queue `outbox`."""
+    train_run(spec, stop, watched, idle_seconds, outbox.put)
+
+
+@lru_cache(maxsize=1)
+def _processes():
+    """Where training processes come from: a fork server, started clean (no server threads to inherit) with this
+    module imported once, so a run starts in a fraction of a second."""
+    context = multiprocessing.get_context("forkserver")
+    # imported once by the fork server, not again by every run: __main__ (multiprocessing imports it in a child),
+    # this module, and torch._dynamo, which an optimizer's first construction imports (3-4 s)
+    context.set_forkserver_preload(["__main__", "core.live", "torch._dynamo"])
+    return context
+
+
+def warm_up() -> None:
+    """Start the fork server now: its imports (seconds of CPU) then happen when the server starts (app.py), not
+    while a class waits for its first run. Call it from a thread of its own: the thread is made nicer first (Linux
+    gives each thread its niceness), so the fork server, which inherits it, takes the CPU only when pages do not."""
+    from multiprocessing import forkserver
+
+    lower_priority()
+    _processes()
+    forkserver.ensure_running()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One run
+# ---------------------------------------------------------------------------------------------------------
+
 class LiveRun:
-    """One model trained in a daemon thread for its `owner` (a browser). Start it with `start()`; read it with
-    `view()`; pages that show it call `watch()`, and a run no page has watched for `idle_seconds` stops by itself
-    (kept, saveable). Only its owner may `stop()` or `save()` it: anyone else gets NotOwnerError."""
+    """One model trained in its own process for its `owner` (a browser): a process, not a thread of the server, so
+    that training holds neither the server's interpreter lock nor, being nicer, the CPU that pages need. Start it
+    with `start()`; read it with `view()`; pages that show it call `watch()`, and a run no page has watched for
+    `idle_seconds` stops by itself (kept, saveable). Only its owner may `stop()` or `save()` it: anyone else gets
+    NotOwnerError."""
 
     def __init__(self, run_id: str, spec: RunSpec, owner: str, idle_seconds: float = IDLE_SECONDS):
         self.run_id, self.spec, self.owner = run_id, spec, owner
         self.idle_seconds = idle_seconds
         self.created = time.monotonic()
-        self._watched = self.created
+        processes = _processes()
+        self._watched = processes.Value("d", self.created, lock=False)  # a float: one writer at a time suffices
+        self._stop = processes.Event()
+        self._queue = processes.Queue()
+        self._process = processes.Process(target=_train_in_child, name=f"live-run-{run_id}", daemon=True,
+                                          args=(spec, self._stop, self._watched, idle_seconds, self._queue))
+        self._receiver = threading.Thread(target=self._receive, name=f"live-run-{run_id}", daemon=True)
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._train, name=f"live-run-{run_id}", daemon=True)
         self._status, self._message, self._seconds, self._threads = "starting", "", 0.0, 0
         self._niceness: int | None = None
         self._history: dict[str, list[float]] = {name: [] for name in HISTORY_FIELDS}
@@ -480,7 +587,8 @@ class LiveRun:
         self._saved_as: str | None = None
 
     def start(self) -> None:
-        self._thread.start()
+        self._process.start()
+        self._receiver.start()
 
     def owned_by(self, owner: str | None) -> bool:
         return owner is not None and owner == self.owner
@@ -494,21 +602,19 @@ class LiveRun:
 
     def watch(self) -> None:
         """A page shows the run now: it keeps training (see idle_seconds)."""
-        with self._lock:
-            self._watched = time.monotonic()
+        self._watched.value = time.monotonic()
 
     def unwatched_for(self) -> float:
-        with self._lock:
-            return time.monotonic() - self._watched
+        return time.monotonic() - self._watched.value
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread to end; True when it has."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait until the run has ended and everything it sent is read; True when it has."""
+        self._receiver.join(timeout)
+        return not self._receiver.is_alive()
 
     @property
     def niceness(self) -> int | None:
-        """The training thread's niceness once it runs (None before, or where it cannot be read)."""
+        """The training process's niceness once it runs (None before, or where it cannot be read)."""
         return self._niceness
 
     def view(self) -> RunView:
@@ -519,54 +625,50 @@ class LiveRun:
                 {name: np.array(values, dtype=np.float64) for name, values in self._grad_norms.items()},
                 tuple(self._snapshots), tuple(self._tokens), self._threads, self._saved_as)
 
-    # the thread ----------------------------------------------------------------------------------------------
+    # what the process sends ----------------------------------------------------------------------------------
 
-    def _train(self) -> None:
-        started = time.perf_counter()
+    def _receive(self) -> None:
+        """Read the process's messages until it ends (or dies without saying so: the run then failed)."""
+        while True:
+            try:
+                message = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                if self._process.is_alive():
+                    continue
+                message = self._last_word()
+            self._apply(message)
+            if isinstance(message, Ended):
+                break
+        self._process.join(timeout=5)
+
+    def _last_word(self) -> Message:
+        """What a process that has exited left in the queue, else the news that it died without ending the run."""
         try:
-            use_one_torch_thread()
-            self._niceness = lower_priority()
-            preset = self.spec.preset()
-            pool = shared_pool(self.spec.task, preset.pool_size)
-            with _SEED_LOCK:
-                torch.manual_seed(self.spec.seed)
-                model = Transformer(preset.config)
-            self._model = model
-            self._add_snapshot(model, 0, time.perf_counter() - started)
+            return self._queue.get(timeout=1.0)
+        except queue.Empty:
+            return Ended("failed", f"the training process ended unexpectedly (exit code {self._process.exitcode})",
+                         self._seconds, None)
+
+    def _apply(self, message: Message) -> None:
+        if isinstance(message, Stepped):
+            self._add_stats(message.stats, message.seconds)
+        elif isinstance(message, Snapped):
             with self._lock:
-                self._status, self._threads = "training", torch.get_num_threads()
-            status, message = self._loop(model, preset, pool, started)
-        except Exception as error:  # a run's failure is shown on its page, never raised into the server
-            status, message = "failed", f"{type(error).__name__}: {error}"
-        if self._model is not None:
-            self._model.eval()
-        with self._lock:
-            self._status, self._message, self._seconds = status, message, time.perf_counter() - started
-
-    def _loop(self, model: Transformer, preset: Preset, pool, started: float) -> tuple[str, str]:
-        when = snapshot_steps(preset.steps)
-        text_tokenizer = None if preset.task == "shapes" else tokenizer()
-        steps = train_steps(model, preset, text_tokenizer, preset.seed, pool)
-        try:
-            for stats in steps:
-                done = stats.step + 1
-                self._add_stats(stats, time.perf_counter() - started)
-                if not math.isfinite(stats.loss):
-                    return "diverged", (f"the loss became {stats.loss} at step {done}: training diverged (a smaller "
-                                        "learning rate, a warm-up or gradient clipping may help)")
-                idle = self.unwatched_for() > self.idle_seconds
-                if done in when or self._stop.is_set() or idle:
-                    self._add_snapshot(model, done, time.perf_counter() - started)
-                if done == preset.steps:
-                    return "finished", ""
-                if self._stop.is_set():
-                    return "stopped", ""
-                if idle:
-                    return "stopped", (f"stopped after step {done}: no page had shown it for "
-                                       f"{self.idle_seconds:g} s. It is kept: save it, or start a new run.")
-        finally:
-            steps.close()
-        return "finished", ""
+                self._snapshots.append(message.snapshot)
+                self._tokens = message.tokens
+        elif isinstance(message, Started):
+            self._niceness = message.niceness
+            with self._lock:
+                self._status, self._threads = "training", message.threads
+        else:
+            model = None
+            if message.weights is not None:
+                model = Transformer(self.spec.preset().config)
+                model.load_state_dict({name: torch.from_numpy(array) for name, array in message.weights.items()})
+                model.eval()
+            with self._lock:
+                self._model = model
+                self._status, self._message, self._seconds = message.status, message.message, message.seconds
 
     def _add_stats(self, stats: StepStats, seconds: float) -> None:
         with self._lock:
@@ -576,13 +678,6 @@ class LiveRun:
             for group, value in stats.grad_norms.items():
                 self._grad_norms.setdefault(group, []).append(value)
             self._seconds = seconds
-
-    def _add_snapshot(self, model: Transformer, step: int, seconds: float) -> None:
-        snapshot, tokens = take_snapshot(model, self.spec.task, step, seconds)
-        model.train()
-        with self._lock:
-            self._snapshots.append(snapshot)
-            self._tokens = tokens
 
     # saving --------------------------------------------------------------------------------------------------
 

@@ -158,7 +158,8 @@ def load_model(name: str, directory: Path = MODELS_DIR) -> tuple[Transformer, Mo
 
 QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction); most telling first
     "agreement": ("agreement", True), "ppl": ("perplexity", False), "masked_acc": ("masked-token accuracy", True),
-    "exact": ("exact match", True), "accuracy": ("accuracy", True), "induction_score": ("induction score", True),
+    "exact": ("exact match", True), "worst_set": ("worst set", True), "accuracy": ("accuracy", True),
+    "templates": ("drawing templates right", True), "induction_score": ("induction score", True),
     "mirrored_attention": ("attention on the mirrored token", True), "rollout_on_object": ("rollout on the object", True),
 }
 

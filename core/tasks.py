@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from core.data import algorithmic, grammar
-from core.data.images import generate_dataset
+from core.data.images import generate_test_set
 from core.patches import images_to_tensor
 from core.tokenizer import TextTokenizer
 
@@ -101,8 +101,9 @@ def pack_documents(documents: list[str], tokens: int, tokenizer: TextTokenizer) 
 class ImagePool:
     """Generated shape images, their labels and object masks."""
 
-    def __init__(self, n: int, seed: int):
-        images, self.labels, self.masks = generate_dataset(n, seed)
+    def __init__(self, n: int, seed: int, test_set: str = ""):
+        """n images of the training mix from `seed`, or of a held-out test set (core.data.images.TEST_SETS)."""
+        images, self.labels, self.masks = generate_test_set(test_set or "mix", n, seed)
         self.images = images_to_tensor(images)  # [n, 3, H, W] in [0, 1]
 
     def __len__(self) -> int:

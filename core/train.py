@@ -44,6 +44,7 @@ SCHEDULES: tuple[str, ...] = get_args(Schedule)
 TASKS = ("grammar-lm", "grammar-mlm", "reversal", "copy", "sort", "shapes")
 COMPARED_TASKS = ("grammar-lm", "grammar-mlm", "shapes")  # the short-context text models and the image models
 COMPARED_SEEDS = (0, 1, 2)
+VIT_STEPS = 4000
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                     steps=1500, learning_rate=2e-3)
              for pe in ("none", "sinusoidal", "learned", "rope", "alibi", "relative")]
     items.append(Preset("mlm-learned", "grammar-mlm", text_config(vocab_size, mask="none", head="masked_token"),
-                        "bidirectional masked-token model on the grammar corpus", steps=1500, learning_rate=2e-3))
+                        "bidirectional masked-token model on the grammar corpus", steps=6000, learning_rate=2e-3))
     # A long context: documents packed into texts of up to 512 tokens, so that every position is trained.
     items.append(Preset("lm-rope-long", "grammar-lm", text_config(vocab_size, pos_encoding="rope", max_len=512),
                         "causal language model on the grammar corpus, documents packed into 512-token texts, "
@@ -135,13 +136,13 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                      f"the {task} task: input | answer", steps=steps, batch_size=64, learning_rate=2e-3, seed=seed)
               for task, steps, pe, heads, seed in (("reversal", 4000, "learned", 4, 0), ("copy", 2000, "rope", 1, 3),
                                                    ("sort", 2000, "learned", 4, 0))]
+    # The vision models learn from a mix of cluttered, plain and drawn images (core/data/images.py), one recipe.
+    vit_recipe = dict(steps=VIT_STEPS, batch_size=32, learning_rate=1.5e-3)
     items += [Preset(f"vit-{pe}", "shapes", image_config(pos_encoding=pe),
-                     f"vision transformer on generated shapes, CLS readout, position encoding: {pe}",
-                     steps=2500, batch_size=64, learning_rate=2e-3)
+                     f"vision transformer on generated shapes, CLS readout, position encoding: {pe}", **vit_recipe)
               for pe in ("learned", "none", "sinusoidal")]
     items.append(Preset("vit-mean", "shapes", image_config(pooling="mean"),
-                        "vision transformer on generated shapes, mean-pool readout, learned positions",
-                        steps=2500, batch_size=64, learning_rate=2e-3))
+                        "vision transformer on generated shapes, mean-pool readout, learned positions", **vit_recipe))
     items.append(Preset("tiny-test", "reversal", text_config(vocab_size, d_model=32, n_heads=2, n_layers=1,
                                                               d_mlp=64, max_len=32),
                         "a tiny model for tests", steps=60, batch_size=32, learning_rate=3e-3, warmup=10,

@@ -22,7 +22,7 @@ import torch
 
 from core.analysis import rollout
 from core.config import PARAMETER_FREE_ENCODINGS
-from core.data.images import CLASSES
+from core.data.images import CLASSES, downsample_mask, mask_grid  # noqa: F401 (the page draws with them)
 from core.model import Transformer
 from core.patches import images_to_tensor, patch_grid, patchify
 from core.recording import Recording
@@ -107,7 +107,8 @@ def record_image(model: Transformer, image: np.ndarray, pe: str | None = None,
     recording = output.recording
     recording.meta.update(meta or {})
     probabilities = torch.softmax(output.logits[0].double(), dim=-1).numpy()
-    classes = CLASSES if len(CLASSES) == cfg.n_classes else tuple(str(i) for i in range(cfg.n_classes))
+    # "nothing" came last, so a model trained before it (six classes) reads its classes from the same list
+    classes = CLASSES[:cfg.n_classes] if cfg.n_classes <= len(CLASSES) else tuple(str(i) for i in range(cfg.n_classes))
     return ImageRecording(recording, image.copy(), probabilities, classes)
 
 
@@ -184,21 +185,3 @@ def rollout_grid(run: ImageRecording, source: int | None = None) -> tuple[np.nda
     if cfg.uses_cls:
         return row[1:].reshape(rows, cols), float(row[0]), what
     return row.reshape(rows, cols), None, what
-
-
-def mask_grid(cells: np.ndarray, size: int = 32, ink=(240, 240, 240), background=(20, 20, 20)) -> np.ndarray:
-    """A drawing: a boolean grid [r, r] (True = ink) upscaled by nearest neighbour to a uint8 [size, size, 3]
-    image; `size` must be a multiple of r."""
-    cells = np.asarray(cells, dtype=bool)
-    if cells.ndim != 2 or cells.shape[0] != cells.shape[1] or size % cells.shape[0]:
-        raise ValueError(f"the drawing must be a square grid whose side divides {size}, got {cells.shape}")
-    scale = size // cells.shape[0]
-    big = np.kron(cells, np.ones((scale, scale), dtype=bool))
-    return np.where(big[..., None], np.asarray(ink, np.uint8), np.asarray(background, np.uint8)).astype(np.uint8)
-
-
-def downsample_mask(mask: np.ndarray, cells: int) -> np.ndarray:
-    """An object mask [H, W] as a coarse boolean grid [cells, cells] (a cell is ink when half its pixels are)."""
-    mask = np.asarray(mask, dtype=float)
-    h = mask.shape[0] // cells
-    return mask[: h * cells, : h * cells].reshape(cells, h, cells, h).mean(axis=(1, 3)) >= 0.5

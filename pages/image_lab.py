@@ -22,12 +22,13 @@ import streamlit as st  # noqa: E402
 from core import registry  # noqa: E402
 from core.checkpoint import ModelCard  # noqa: E402
 from core.config import ConfigError  # noqa: E402
-from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset  # noqa: E402
+from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, NOTHING, SHAPES, TEST_SETS,  # noqa: E402
+                               generate_test_set, mask_grid, template_cells)
 from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,  # noqa: E402
                                  figure2_strip, image_with_grid)
 from core.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageBusyError,  # noqa: E402
                            ImageInputError, LoadedImage, load_image)
-from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,  # noqa: E402
+from core.vision import (ImageRecording, image_encodings, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
 from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
                            keep_in_url, layer_head_picker, model_cards, model_from_link, model_label,
@@ -36,9 +37,11 @@ from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, k
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
 SAMPLE_COUNT = 500  # held-out samples offered by index
-DRAW_CELLS = 16  # the drawing grid is 16 x 16 cells, each 2 x 2 pixels of the 32 x 32 image
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "gif", "bmp", "webp"]
 SOURCES = {"sample": "a generated sample", "upload": "an uploaded image", "draw": "a drawing"}
+TEST_SET_LABELS = {"mix": "the training mix", "cluttered": "cluttered backgrounds", "plain": "plain backgrounds",
+                   "drawn": "drawings on the grid", "off-centre": "shapes off-centre, small or large",
+                   "nothing": "empty images"}
 PLOT_CONFIG = {"displaylogo": False}
 NO_BAR = {"displaylogo": False, "displayModeBar": False}
 
@@ -52,10 +55,11 @@ def image_cards() -> list[ModelCard]:
     return model_cards(IMAGE_TASKS)
 
 
-@st.cache_data(show_spinner=False)
-def held_out_samples() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Images, labels and masks of the held-out set (never trained on), generated from HELDOUT_SEED."""
-    return generate_dataset(SAMPLE_COUNT, HELDOUT_SEED)
+@st.cache_data(show_spinner=False, max_entries=len(TEST_SETS))
+def held_out_samples(test_set: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Images, labels and masks of a held-out test set (never trained on): the images the model cards' accuracy on
+    that set is measured on (core/evaluate.py)."""
+    return generate_test_set(test_set, SAMPLE_COUNT, HELDOUT_SEED)
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the model…")
@@ -106,7 +110,9 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
                                 format_func=lambda n: model_label(by_name[n]),
                                 help="A bundled vision transformer: vit-<encoding> read the class from the CLS "
-                                     "token; vit-mean averages all tokens instead.")
+                                     "token; vit-mean averages all tokens instead. *Worst set* is its lowest "
+                                     "accuracy over the six held-out test sets (the sample *Kind* picker shows "
+                                     "each set, with the model's accuracy on it).")
     card = by_name.get(name, cards[index])
     cfg = card.config
     rows = cfg.image_size // cfg.patch_size
@@ -114,28 +120,19 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**, readout: {readout}. "
                        f"{card.description}  \n{cfg.image_size}×{cfg.image_size} image, {cfg.patch_size}×"
                        f"{cfg.patch_size} patches ({rows}×{rows} = {cfg.n_patches}) · M={cfg.n_layers} layers · "
-                       f"H={cfg.n_heads} heads · D={cfg.d_model}")
+                       f"H={cfg.n_heads} heads · D={cfg.d_model}  \n"
+                       f"Held-out: {registry.quality(card) or 'not evaluated'}")
     return card
 
 
-def choose_image() -> tuple[np.ndarray | None, str, int | None]:
+def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None]:
     """The input widgets. Returns (uint8 [32, 32, 3] image or None, a description, the true label if known)."""
     source = st.segmented_control("Image", list(SOURCES), default="sample", key="source", bind=BIND, required=True,
                                   help="sample: " + SOURCES["sample"] + " (held out from training); upload: "
                                        "a PNG or JPEG of your own; draw: paint one on a grid.")
     source = source if source in SOURCES else "sample"
-    images, labels, masks = held_out_samples()
     if source == "sample":
-        col_index, col_note = st.columns([1, 3])
-        with col_index:
-            index = st.number_input("Sample number", 0, SAMPLE_COUNT - 1, 0, key="sample", bind=BIND,
-                                    help=f"Held-out samples (seed {HELDOUT_SEED}), never seen in training.")
-        index = int(np.clip(index or 0, 0, SAMPLE_COUNT - 1))
-        with col_note:
-            st.markdown(f"Held-out sample **#{index}**: a **{CLASSES[labels[index]]}**  \n"
-                        f"<small>Generated from seed {HELDOUT_SEED}, like the training images but never trained "
-                        f"on.</small>", unsafe_allow_html=True)
-        return images[index], f"held-out sample #{index} ({CLASSES[labels[index]]})", int(labels[index])
+        return choose_sample(card)
     if source == "upload":
         uploaded = st.file_uploader(
             "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
@@ -145,7 +142,8 @@ def choose_image() -> tuple[np.ndarray | None, str, int | None]:
                  f"size the model was trained on.")
         if uploaded is None:
             st.info("Choose an image file above. The models were trained on one simple shape (circle, square, "
-                    "triangle, cross, ring, bar) on a plain background, so photos will mostly confuse them.",
+                    "triangle, cross, ring, bar) or none (\"nothing\"), on plain, cluttered or drawn backgrounds, so "
+                    "photos will mostly confuse them.",
                     icon="🖼️")
             return None, "", None
         loaded = read_upload(uploaded.getvalue())
@@ -155,25 +153,45 @@ def choose_image() -> tuple[np.ndarray | None, str, int | None]:
         if loaded.notes:
             st.info("Converted for the model: " + "; ".join(loaded.notes) + ".", icon="ℹ️")
         return loaded.array, f"upload “{literal(uploaded.name)}”", None
-    return drawing(masks, labels)
+    return drawing()
 
 
-def drawing(masks: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, str, None]:
+def choose_sample(card: ModelCard) -> tuple[np.ndarray, str, int]:
+    """A held-out image of one of the test sets, by number, with the model's accuracy on that set."""
+    col_set, col_index, col_note = st.columns([1.2, 1, 3])
+    with col_set:
+        test_set = st.selectbox("Kind", TEST_SETS, key="sample_set", bind=BIND,
+                                help="The held-out test sets: " + "; ".join(
+                                    f"{name}: {label}" for name, label in TEST_SET_LABELS.items()) + ".")
+    test_set = test_set if test_set in TEST_SETS else TEST_SETS[0]
+    images, labels, _ = held_out_samples(test_set)
+    with col_index:
+        keep_in_range("sample", 0, SAMPLE_COUNT - 1, "Sample number")
+        index = st.number_input("Sample number", 0, SAMPLE_COUNT - 1, 0, key="sample", bind=BIND,
+                                help=f"Held-out samples (seed {HELDOUT_SEED}), never seen in training.")
+    index = int(np.clip(index or 0, 0, SAMPLE_COUNT - 1))
+    with col_note:
+        accuracy = card.metrics.get("test_sets", {}).get(test_set)
+        measured = (f"{card.name} classifies {accuracy:.0%} of this set's {SAMPLE_COUNT} images right."
+                    if accuracy is not None else "")
+        st.markdown(f"Held-out sample **#{index}** of {TEST_SET_LABELS[test_set]}: "
+                    f"**{CLASSES[labels[index]]}**  \n<small>Generated from seed {HELDOUT_SEED}, never trained on. "
+                    f"{measured}</small>", unsafe_allow_html=True)
+    return images[index], f"held-out sample #{index} ({CLASSES[labels[index]]})", int(labels[index])
+
+
+def drawing() -> tuple[np.ndarray, str, None]:
     """A 16 x 16 grid of tick boxes to draw on (works offline; no canvas component needed)."""
     col_start, col_ink, col_background = st.columns([2, 1, 1])
     with col_start:
-        start = st.selectbox("Start from", ["blank", *CLASSES], key="start", bind=BIND,
-                             help="A blank grid, or the shape of the first held-out sample of that class.")
+        start = st.selectbox("Start from", ["blank", *SHAPES], key="start", bind=BIND,
+                             help="A blank grid, or that shape drawn in the middle of the grid.")
     with col_ink:
         ink = st.color_picker("Ink", "#F0F0F0", key="ink", bind=BIND)
     with col_background:
         background = st.color_picker("Background", "#202020", key="background", bind=BIND)
-    start = start if start in ("blank", *CLASSES) else "blank"
-    if start == "blank":
-        cells = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
-    else:
-        first = int(np.flatnonzero(labels == CLASSES.index(start))[0])
-        cells = downsample_mask(masks[first], DRAW_CELLS)
+    start = start if start in SHAPES else "blank"
+    cells = template_cells(CLASSES.index(start) if start in SHAPES else NOTHING)
     frame = pd.DataFrame(cells, columns=[str(c) for c in range(DRAW_CELLS)])
     st.caption("Tick cells to paint them (each cell is 2×2 pixels of the 32×32 image). Changing *Start from* "
                "starts a new drawing.")
@@ -245,7 +263,7 @@ cards = image_cards()
 card = image_model_picker(cards)
 notation = notation_switch()
 
-image, described, true_label = choose_image()
+image, described, true_label = choose_image(card)
 model_name, pe, notes = encoding_toggle(card, cards)
 for note in notes:
     st.info(note, icon="ℹ️")

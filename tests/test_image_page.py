@@ -11,7 +11,9 @@ import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
+from core.checkpoint import update_metrics
+from core.data.images import (CLASSES, HELDOUT_SEED, SHAPES, TEST_SETS, generate_dataset, generate_test_set,
+                              template_cells)
 from upload_files import encode, flat_png, header_only_png, many_frame_gif
 from vision_models import write_tiny_vits
 
@@ -62,7 +64,7 @@ def test_page_renders_a_sample(app):
     ok(at)
     assert len(charts(at)) == N_CHARTS
     labels = generate_dataset(1, HELDOUT_SEED)[1]
-    assert f"a **{CLASSES[labels[0]]}**" in text_of(at)
+    assert f"of the training mix: **{CLASSES[labels[0]]}**" in text_of(at)
     assert "vit-learned" in text_of(at) and "position encoding in use: **learned**" in text_of(at)
     assert at.selectbox(key="patch").value == 37  # the middle patch, n = 1 + 4*8 + 4
     assert "Where the CLS token looks" in text_of(at)
@@ -140,6 +142,26 @@ def test_a_bad_upload_shows_the_loaders_message(app):
     assert len(at.error) == 1 and "Can't use this file" in at.error[0].value
     assert "not a supported image" in at.error[0].value
     assert len(charts(at)) == 0
+
+
+@pytest.mark.parametrize("test_set", TEST_SETS)
+def test_a_sample_of_each_test_set_with_the_models_accuracy_on_it_from_its_card(app, models_dir, test_set):
+    card = models_dir / "vit-learned.json"
+    update_metrics(card, {"test_sets": {name: (index + 1) / 10 for index, name in enumerate(TEST_SETS)}})
+    at = app(sample_set=test_set, sample="3")
+    ok(at)
+    labels = generate_test_set(test_set, 4, HELDOUT_SEED)[1]
+    shown = text_of(at)
+    assert "**#3** of" in shown and f"**{CLASSES[labels[3]]}**" in shown
+    assert f"classifies {(TEST_SETS.index(test_set) + 1) / 10:.0%} of this set's 500 images right" in shown
+
+
+def test_the_drawing_templates_are_centred_shapes_and_start_blank(app):
+    at = app(source="draw", start="triangle")
+    ok(at)
+    np.testing.assert_array_equal(np.asarray(at.data_editor[0].value, dtype=bool),
+                                  template_cells(CLASSES.index("triangle")))
+    assert at.selectbox(key="start").options == ["blank", *SHAPES]
 
 
 def test_drawing(app):

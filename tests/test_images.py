@@ -15,12 +15,20 @@ from PIL import ExifTags, Image, features
 
 from core.data.images import (
     CLASSES,
+    DRAW_CELLS,
     HELDOUT_SEED,
     IMAGE_SIZE,
+    KIND_MIX,
+    KINDS,
+    NOTHING,
+    TEST_SETS,
     TRAIN_SEED,
     ShapeSample,
     generate_dataset,
     generate_sample,
+    generate_test_set,
+    mask_grid,
+    template_cells,
 )
 from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
 from core.patches import (
@@ -138,16 +146,89 @@ def test_labels_are_roughly_balanced() -> None:
     assert (counts > 0.6 * expected).all() and (counts < 1.4 * expected).all()
 
 
-def test_masks_are_nonempty_plausible_and_stand_out() -> None:
-    images, _, masks = generate_dataset(60, seed=HELDOUT_SEED)
-    areas = masks.sum(axis=(1, 2))
-    assert (areas >= 20).all(), "every object covers a visible area"
-    assert (areas <= 0.6 * IMAGE_SIZE * IMAGE_SIZE).all(), "no object fills the image"
-    for image, mask in zip(images.astype(np.float64), masks):
+def test_masks_are_plausible_and_objects_stand_out() -> None:
+    images, labels, masks = generate_dataset(120, seed=HELDOUT_SEED)
+    for image, label, mask in zip(images.astype(np.float64), labels, masks):
+        if label == NOTHING:
+            assert not mask.any(), "an empty image has no object"
+            continue
+        assert 20 <= mask.sum() <= 0.8 * IMAGE_SIZE * IMAGE_SIZE, "every object covers a visible area, not all"
         object_colour = image[mask].mean(axis=0)
         background_colour = np.median(image[~mask], axis=0)
-        contrast = np.linalg.norm(object_colour - background_colour)
-        assert contrast > 80, "the object stands out from its background"
+        assert np.linalg.norm(object_colour - background_colour) > 60, "the object stands out from its background"
+
+
+def test_the_training_mix_holds_every_kind_and_the_empty_class() -> None:
+    rng = np.random.default_rng(TRAIN_SEED)
+    samples = [generate_sample(rng) for _ in range(600)]
+    kinds = np.array([KINDS.index(s.kind) for s in samples])
+    np.testing.assert_allclose(np.bincount(kinds) / len(samples), KIND_MIX, atol=0.06)
+    assert sum(s.label == NOTHING for s in samples) > 0.6 * len(samples) / len(CLASSES)
+
+
+def _blocks_are_cells(image: np.ndarray) -> bool:
+    """Whether the image is made of 2 x 2 blocks of one colour each, as the page's drawing grid paints."""
+    scale = IMAGE_SIZE // DRAW_CELLS
+    blocks = image.reshape(DRAW_CELLS, scale, DRAW_CELLS, scale, 3)
+    return bool((blocks == blocks[:, :1, :, :1]).all())
+
+
+def test_drawn_images_are_two_colours_on_the_drawing_grid() -> None:
+    images, labels, masks = generate_test_set("drawn", 40)
+    for image, mask in zip(images, masks):
+        assert _blocks_are_cells(image)
+        assert len(np.unique(image.reshape(-1, 3), axis=0)) <= 2
+        assert _blocks_are_cells(np.repeat(mask[..., None], 3, axis=2))
+
+
+def test_plain_images_have_a_flat_background() -> None:
+    images, labels, masks = generate_test_set("plain", 40)
+    for image, mask in zip(images.astype(float), masks):
+        grown = mask | np.roll(mask, 1, 0) | np.roll(mask, -1, 0) | np.roll(mask, 1, 1) | np.roll(mask, -1, 1)
+        assert image[~grown].std(axis=0).max() < 10, "no clutter, a little noise at most"
+
+
+def test_off_centre_shapes_touch_a_side_at_the_extremes_of_size() -> None:
+    _, labels, masks = generate_test_set("off-centre", 60)
+    assert NOTHING not in labels
+    for mask in masks:
+        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+        assert min(rows[0], cols[0]) <= 2 or max(rows[-1], cols[-1]) >= IMAGE_SIZE - 3  # a drawing wobbles
+        extent = max(rows[-1] - rows[0], cols[-1] - cols[0]) + 1
+        assert extent <= 17 or extent >= 22  # small (drawn ones at least seven cells) or large
+
+
+def test_the_empty_set_is_every_kind_of_background() -> None:
+    images, labels, masks = generate_test_set("nothing", 60)
+    assert (labels == NOTHING).all() and not masks.any()
+    blank_drawing = mask_grid(template_cells(NOTHING))
+    flat = [image for image in images if (image == image[0, 0]).all()]
+    assert any(np.array_equal(image, blank_drawing) for image in flat), "the page's blank grid"
+    assert 0 < len(flat) < len(images), "flat colours, and cluttered backgrounds"
+
+
+def test_test_sets_are_held_out_and_named() -> None:
+    assert set(TEST_SETS) >= {"mix", *KINDS, "off-centre", "nothing"}
+    np.testing.assert_array_equal(generate_test_set("mix", 10)[0], generate_dataset(10, HELDOUT_SEED)[0])
+    train = {image.tobytes() for image in generate_dataset(2000, TRAIN_SEED)[0]}
+    for name in TEST_SETS:
+        held_out = [image for image, label in zip(*generate_test_set(name, 50)[:2]) if label != NOTHING]
+        assert not any(image.tobytes() in train for image in held_out), name
+    with pytest.raises(ValueError, match="unknown test set"):
+        generate_test_set("photos", 5)
+
+
+def test_drawing_templates_are_each_shape_centred_and_a_blank_grid() -> None:
+    for label, name in enumerate(CLASSES):
+        cells = template_cells(label)
+        assert cells.shape == (DRAW_CELLS, DRAW_CELLS)
+        if label == NOTHING:
+            assert not cells.any()
+            continue
+        rows, cols = np.flatnonzero(cells.any(axis=1)), np.flatnonzero(cells.any(axis=0))
+        assert abs((rows[0] + rows[-1]) / 2 - (DRAW_CELLS - 1) / 2) <= 1, name
+        assert abs((cols[0] + cols[-1]) / 2 - (DRAW_CELLS - 1) / 2) <= 1, name
+    assert len({template_cells(label).tobytes() for label in range(len(CLASSES))}) == len(CLASSES)
 
 
 # --- load_image: helpers --------------------------------------------------------

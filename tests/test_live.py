@@ -10,8 +10,10 @@ import os
 import threading
 import time
 import zipfile
+from types import SimpleNamespace
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 from torch.nn import functional as F
@@ -209,11 +211,29 @@ def test_one_run_per_owner_and_a_bounded_number_per_server():
 
 
 def test_a_failing_run_reports_why_without_raising(monkeypatch):
+    """train_run, what the training process runs, sends a failure as the run's end."""
     def broken(task, size):
         raise OSError("disk on fire")
     monkeypatch.setattr(live, "shared_pool", broken)
-    view = finished(RunSpec(steps=2, **TINY)).view()
-    assert view.status == "failed" and "disk on fire" in view.message
+    monkeypatch.setattr(live, "lower_priority", lambda: None)  # the test's own process keeps its priority
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # and its threads
+    sent = []
+    live.train_run(RunSpec(steps=2, **TINY), threading.Event(), SimpleNamespace(value=time.monotonic()), 60,
+                   sent.append)
+    assert isinstance(sent[0], live.Started) and isinstance(sent[-1], live.Ended)
+    assert sent[-1].status == "failed" and "disk on fire" in sent[-1].message and sent[-1].weights is None
+
+
+def test_a_training_process_that_dies_fails_its_run():
+    run = started("owner")
+    while run.view().status == "starting":
+        run.join(0.05)
+    run._process.kill()  # what the operating system does to a process out of memory
+    assert run.join(timeout=30)
+    view = run.view()
+    assert view.status == "failed" and "ended unexpectedly" in view.message
+    with pytest.raises(live.RunStateError):
+        run.save("dead", "owner")
 
 
 def test_an_image_run_snapshots_the_cls_token_and_every_patch():
@@ -279,6 +299,7 @@ def started(owner: str = "owner", **registry_options) -> live.LiveRun:
     for _ in range(600):
         if run.view().steps_done >= 1 or not run.view().alive:
             break
+        run.watch()  # a page shows it while it starts
         run.join(0.1)
     return run
 
@@ -386,10 +407,11 @@ def test_every_recipe_the_page_offers_fits_the_cap():
         assert spec.steps <= spec.max_steps(), name
 
 
-def test_the_training_thread_runs_at_a_lower_priority(reversal_run):
-    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    assert reversal_run.niceness is not None and reversal_run.niceness > own
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # this thread is left alone
+def test_training_runs_in_a_nicer_process_than_the_server(reversal_run):
+    """A process of its own (not a thread holding the server's interpreter lock), at a lower priority."""
+    assert reversal_run._process.pid != os.getpid()
+    assert reversal_run.niceness is not None and reversal_run.niceness > os.getpriority(os.PRIO_PROCESS, 0)
+    assert reversal_run.view().threads == 1
 
 
 def test_saved_runs_have_a_quota_per_browser_and_per_server(monkeypatch):
@@ -485,6 +507,29 @@ def test_the_curves_draw_the_numbers_the_run_computed(reversal_run):
         np.testing.assert_array_equal(trace.y, values)
 
 
+def test_long_runs_draw_each_stretch_lowest_and_highest_step_and_valid_figures():
+    """Past MAX_POINTS steps a curve draws each stretch's extremes (so a spike shows), every point one the run
+    computed; the figures, built from plain dicts for speed, are valid plotly figures."""
+    from core.figures.training import MAX_POINTS, drawn_points
+    rng = np.random.default_rng(0)
+    values = rng.random(20000)
+    values[12345] = 50.0  # one spike
+    shown = drawn_points(values)
+    assert len(shown) <= MAX_POINTS + 1 and shown[-1] == len(values) - 1 and 12345 in shown
+    assert (np.diff(shown) > 0).all()
+    np.testing.assert_array_equal(drawn_points(values[:300]), np.arange(300))
+    steps = np.arange(1, 20001)
+    history = {"step": steps, "loss": values, "accuracy": values / 50, "learning_rate": np.full(20000, 1e-3),
+               "grad_norm": values + 0.1}
+    fig = training_curves([("A", history)], clips=[1.0])
+    raw = [trace for trace in fig.data if trace.name.endswith("(each step)")][0]
+    np.testing.assert_array_equal(raw.x, steps[drawn_points(values)])
+    np.testing.assert_array_equal(raw.y, values[drawn_points(values)])
+    layers = gradient_norm_figure(steps, {"embedding": values + 0.1})
+    for figure in (fig, layers):
+        go.Figure(figure.to_dict())  # raises on anything plotly would not accept
+
+
 def assert_ticks_written_in_full(axis) -> None:
     """Every tick label reads as its own value (no bare "5" standing for 0.5)."""
     assert axis.type == "log" and axis.ticktext
@@ -515,6 +560,6 @@ def test_the_accuracy_guide_reads_a_run_by_its_task():
     lengths = range(algorithmic.MIN_LENGTH, algorithmic.MAX_LENGTH + 1)
     assert reversal.guess == pytest.approx(np.mean([1 / n for n in lengths]))  # copying a random input symbol
     assert [reversal.verdict(a) for a in (0.1, 0.5, 0.99)] == ["not yet", "partly", "learned"]
-    assert live.accuracy_guide("shapes").guess == pytest.approx(1 / 6)
+    assert live.accuracy_guide("shapes").guess == pytest.approx(1 / 7)  # six shapes and "nothing"
     language = live.accuracy_guide("grammar-lm")
     assert language.verdict(0.4) == "" and "far below 1" in language.text

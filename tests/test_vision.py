@@ -264,6 +264,9 @@ def test_small_multiples_have_one_panel_per_layer_and_head(images):
     assert all(np.asarray(h.z).max() == pytest.approx(1.0) for h in heat)  # each panel scaled to its own max
     assert [a.text for a in fig.layout.annotations][3].startswith("L1 H1")
     assert len(fig.layout.shapes) == 1
+    assert len({trace.source for trace in fig.data if trace.type == "image"}) == 1  # one grey image, encoded once
+    assert [(t.xaxis, t.yaxis) for t in heat][3] == ("x4", "y4") and fig.layout.yaxis4.scaleanchor == "x4"
+    go.Figure(fig.to_dict())  # built from plain dicts: plotly would accept every property
 
 
 @pytest.mark.parametrize("notation, shape", [("paper", (32, 1)), ("common", (1, 32))])

@@ -1,10 +1,19 @@
-"""Synthetic shape images for the tiny vision transformer.
+"""Synthetic shape images for the tiny vision transformers.
 
-Every image is drawn by this module from a seeded ``numpy.random.Generator``
-(never global random state), so a data set is fully determined by its seed and
-nothing is downloaded. Each image holds one class shape on a cluttered
-background (noise, thin lines, small specks) and keeps the shape's pixel mask,
-so we can later check whether attention falls on the object.
+Every image is drawn by this module from a seeded ``numpy.random.Generator`` (never global random state), so a data
+set is fully determined by its seed and nothing is downloaded. Each image keeps the shape's pixel mask, so we can
+check whether attention falls on the object.
+
+The training mix holds the three kinds of image a class meets (issue 16):
+
+- **cluttered**: a shape on a background of faint lines and specks, with pixel noise;
+- **plain**: a clean shape on a flat background of any colour, its edges anti-aliased as an uploaded picture's are
+  once shrunk to 32×32;
+- **drawn**: the shape painted on the image page's 16×16 grid of 2×2-pixel cells, with a hand's wobble at its edge.
+
+Shapes are 10–28 pixels (drawn ones at least 14, seven cells), anywhere in the image and against one of its sides
+three times in ten. A seventh class, "nothing", is a background with no shape: a blank drawing, an empty picture.
+The held-out test sets (TEST_SETS) take each kind alone, shapes off-centre at the extremes of size, and empty images.
 """
 
 from __future__ import annotations
@@ -14,20 +23,34 @@ from dataclasses import dataclass
 import numpy as np
 
 IMAGE_SIZE = 32
-CLASSES = ("circle", "square", "triangle", "cross", "ring", "bar")
+CLASSES = ("circle", "square", "triangle", "cross", "ring", "bar", "nothing")
+SHAPES = CLASSES[:-1]
+NOTHING = CLASSES.index("nothing")
 TRAIN_SEED = 0
 HELDOUT_SEED = 1
 
-MIN_SHAPE_SIZE = 12
-MAX_SHAPE_SIZE = 22
-# Object and background colours come from opposite ends of the brightness range,
-# so the object always stands out whatever its hue.
+KINDS = ("cluttered", "plain", "drawn")
+KIND_MIX = (0.4, 0.3, 0.3)  # the training mix
+TEST_SETS = ("mix", "cluttered", "plain", "drawn", "off-centre", "nothing")
+
+MIN_SHAPE_SIZE, MAX_SHAPE_SIZE = 10.0, 28.0
+MIN_DRAWN_SIZE = 14.0  # seven cells of the drawing grid: smaller, a triangle and a circle look alike
+AGAINST_SIDE_RATE = 0.3
+DRAW_CELLS = 16  # the image page's drawing grid: 16 x 16 cells, each 2 x 2 pixels
+DRAWING_INK, DRAWING_BACKGROUND = (240, 240, 240), (32, 32, 32)  # the page's default colours
+WOBBLE_RATE = 0.06  # of a drawing's edge cells, the fraction a hand gets wrong
+SUPERSAMPLE = 4  # sub-pixels per side when measuring how much of a pixel a shape covers
+TEMPLATE_SIZE = 22.0  # the drawing templates' shapes, centred
+# Cluttered images take object and background colours from opposite ends of the brightness range; plain ones any
+# two colours at least PLAIN_CONTRAST apart (RGB distance), as a student would pick.
 DARK_RANGE = (0.0, 100.0)
 LIGHT_RANGE = (155.0, 255.0)
+PLAIN_CONTRAST = 120.0
 NOISE_STD = 8.0
 
-# Pixel-centre coordinates shared by every drawing function.
-_YS, _XS = np.mgrid[0:IMAGE_SIZE, 0:IMAGE_SIZE].astype(np.float32) + 0.5
+# Sub-pixel-centre coordinates, in pixels, shared by every drawing function.
+_FINE = IMAGE_SIZE * SUPERSAMPLE
+_YS, _XS = (np.mgrid[0:_FINE, 0:_FINE].astype(np.float32) + 0.5) / SUPERSAMPLE
 # Fractions along a line: two samples per pixel so 1-px lines have no gaps.
 _LINE_STEPS = np.linspace(0.0, 1.0, 2 * IMAGE_SIZE)[:, None]
 
@@ -38,8 +61,13 @@ class ShapeSample:
 
     image: np.ndarray  # uint8 [H, W, 3]
     label: int
-    mask: np.ndarray  # bool [H, W], True on the object's pixels
+    mask: np.ndarray  # bool [H, W], True on the object's pixels (none for "nothing")
+    kind: str = "cluttered"
 
+
+# ---------------------------------------------------------------------------------------------------------
+# The shapes, as boolean masks on the sub-pixel grid
+# ---------------------------------------------------------------------------------------------------------
 
 def _circle(cx: float, cy: float, size: float, rng: np.random.Generator) -> np.ndarray:
     radius = size / 2
@@ -85,13 +113,87 @@ def _bar(cx: float, cy: float, size: float, rng: np.random.Generator) -> np.ndar
 
 
 _DRAWERS = (_circle, _square, _triangle, _cross, _ring, _bar)
-assert len(_DRAWERS) == len(CLASSES)
+assert len(_DRAWERS) == len(SHAPES)
 
+
+def coverage(label: int, cx: float, cy: float, size: float, rng: np.random.Generator) -> np.ndarray:
+    """How much of each pixel the shape covers: float [H, W] in [0, 1] (the mean over its sub-pixels)."""
+    inside = _DRAWERS[label](cx, cy, size, rng)  # [H*S, W*S]
+    return inside.reshape(IMAGE_SIZE, SUPERSAMPLE, IMAGE_SIZE, SUPERSAMPLE).mean(axis=(1, 3))
+
+
+def _shape_cover(label: int, rng: np.random.Generator, sizes: tuple[float, float], side_rate: float) -> np.ndarray:
+    """The coverage of one shape of a size in `sizes`, anywhere inside the image, or pushed against one of its sides
+    (with probability side_rate; whole pixels, so its edges stay as drawn)."""
+    size = rng.uniform(*sizes)
+    cx, cy = rng.uniform(size / 2, IMAGE_SIZE - size / 2, 2)
+    cover = coverage(label, cx, cy, size, rng)
+    if rng.random() < side_rate:
+        axis, to_start = int(rng.integers(2)), rng.random() < 0.5
+        filled = np.flatnonzero((cover >= 0.5).any(axis=1 - axis))  # the rows (axis 0) or columns (1) it fills
+        cover = np.roll(cover, -filled[0] if to_start else IMAGE_SIZE - 1 - filled[-1], axis=axis)
+    return cover
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Drawings: a grid of cells, as on the image page
+# ---------------------------------------------------------------------------------------------------------
+
+def mask_grid(cells: np.ndarray, size: int = IMAGE_SIZE, ink=DRAWING_INK, background=DRAWING_BACKGROUND) -> np.ndarray:
+    """A drawing: a boolean grid [r, r] (True = ink) upscaled by nearest neighbour to a uint8 [size, size, 3]
+    image; `size` must be a multiple of r."""
+    cells = np.asarray(cells, dtype=bool)
+    if cells.ndim != 2 or cells.shape[0] != cells.shape[1] or size % cells.shape[0]:
+        raise ValueError(f"the drawing must be a square grid whose side divides {size}, got {cells.shape}")
+    big = _upscale(cells, size // cells.shape[0])
+    return np.where(big[..., None], np.asarray(ink, np.uint8), np.asarray(background, np.uint8)).astype(np.uint8)
+
+
+def downsample_mask(mask: np.ndarray, cells: int) -> np.ndarray:
+    """An object mask (or coverage) [H, W] as a coarse boolean grid [cells, cells]: a cell is ink when half of it is."""
+    mask = np.asarray(mask, dtype=float)
+    h = mask.shape[0] // cells
+    return mask[: h * cells, : h * cells].reshape(cells, h, cells, h).mean(axis=(1, 3)) >= 0.5
+
+
+def _upscale(cells: np.ndarray, scale: int) -> np.ndarray:
+    return np.kron(cells, np.ones((scale, scale), dtype=bool))
+
+
+def _wobble(cells: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The cells with some of the shape's edge cells (ink beside paper, or paper beside ink) flipped."""
+    padded = np.pad(cells, 1, mode="edge")
+    neighbours = [padded[1:-1, :-2], padded[1:-1, 2:], padded[:-2, 1:-1], padded[2:, 1:-1]]
+    edge = np.any([n != cells for n in neighbours], axis=0)
+    wobbled = cells ^ (edge & (rng.random(cells.shape) < WOBBLE_RATE))
+    return wobbled if wobbled.any() else cells
+
+
+def template_cells(label: int) -> np.ndarray:
+    """The drawing the image page offers to start from: the class's shape, centred, on the 16 x 16 grid (bool);
+    an empty grid for "nothing"."""
+    if label == NOTHING:
+        return np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
+    middle = IMAGE_SIZE / 2
+    return downsample_mask(coverage(label, middle, middle, TEMPLATE_SIZE, np.random.default_rng(0)), DRAW_CELLS)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Colours and backgrounds
+# ---------------------------------------------------------------------------------------------------------
 
 def _colour_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Random (background, object) colours: one dark, one light, either way round."""
     dark, light = rng.uniform(*DARK_RANGE, 3), rng.uniform(*LIGHT_RANGE, 3)
     return (dark, light) if rng.random() < 0.5 else (light, dark)
+
+
+def _contrasting_pair(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random (background, object) colours of any hue, at least PLAIN_CONTRAST apart."""
+    while True:
+        background, colour = rng.uniform(0, 255, (2, 3))
+        if np.linalg.norm(background - colour) >= PLAIN_CONTRAST:
+            return background, colour
 
 
 def _thin_line(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +215,7 @@ def _clutter_colour(background: np.ndarray, rng: np.random.Generator) -> np.ndar
     return (background + rng.uniform(0, 255, 3)) / 2
 
 
-def _background(colour: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _cluttered_background(colour: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Float image of a flat colour with a few faint lines and specks."""
     canvas = np.broadcast_to(colour, (IMAGE_SIZE, IMAGE_SIZE, 3)).copy()
     for _ in range(rng.integers(1, 4)):
@@ -125,30 +227,93 @@ def _background(colour: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return canvas
 
 
-def generate_sample(rng: np.random.Generator) -> ShapeSample:
-    """Draw one random shape of a random class on a cluttered background."""
-    label = int(rng.integers(len(CLASSES)))
+def _paint(canvas: np.ndarray, cover: np.ndarray, colour: np.ndarray) -> np.ndarray:
+    """The canvas with `colour` laid over it in proportion to the coverage (anti-aliased edges)."""
+    return canvas * (1 - cover[..., None]) + colour * cover[..., None]
+
+
+def _to_uint8(canvas: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(canvas), 0, 255).astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One image of each kind
+# ---------------------------------------------------------------------------------------------------------
+
+def _cluttered(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
     background, colour = _colour_pair(rng)
-    canvas = _background(background, rng)
-    size = rng.uniform(MIN_SHAPE_SIZE, MAX_SHAPE_SIZE)
-    cx, cy = rng.uniform(size / 2, IMAGE_SIZE - size / 2, 2)
-    mask = _DRAWERS[label](cx, cy, size, rng)
-    canvas[mask] = colour
-    canvas += rng.normal(0.0, NOISE_STD, canvas.shape)
-    image = np.clip(np.rint(canvas), 0, 255).astype(np.uint8)
-    return ShapeSample(image=image, label=label, mask=mask)
+    canvas, mask = _cluttered_background(background, rng), np.zeros((IMAGE_SIZE, IMAGE_SIZE), dtype=bool)
+    if label != NOTHING:
+        cover = _shape_cover(label, rng, sizes, side_rate)
+        canvas, mask = _paint(canvas, cover, colour), cover >= 0.5
+    return _to_uint8(canvas + rng.normal(0.0, NOISE_STD, canvas.shape)), mask
+
+
+def _plain(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
+    background, colour = _contrasting_pair(rng)
+    canvas, mask = np.broadcast_to(background, (IMAGE_SIZE, IMAGE_SIZE, 3)), np.zeros((IMAGE_SIZE,) * 2, dtype=bool)
+    if label != NOTHING:
+        cover = _shape_cover(label, rng, sizes, side_rate)
+        canvas, mask = _paint(canvas, cover, colour), cover >= 0.5
+    return _to_uint8(canvas + rng.normal(0.0, rng.uniform(0, 3), canvas.shape)), mask  # a little camera noise
+
+
+def _drawn(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
+    if rng.random() < 0.5:
+        ink, background = DRAWING_INK, DRAWING_BACKGROUND
+    else:
+        background, ink = (_to_uint8(c) for c in _contrasting_pair(rng))
+    cells = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
+    if label != NOTHING:
+        cover = _shape_cover(label, rng, (max(sizes[0], MIN_DRAWN_SIZE), max(sizes[1], MIN_DRAWN_SIZE)), side_rate)
+        cells = _wobble(downsample_mask(cover, DRAW_CELLS), rng)
+    return mask_grid(cells, IMAGE_SIZE, ink, background), _upscale(cells, IMAGE_SIZE // DRAW_CELLS)
+
+
+_KIND_MAKERS = {"cluttered": _cluttered, "plain": _plain, "drawn": _drawn}
+
+
+def generate_sample(rng: np.random.Generator, kind: str | None = None, label: int | None = None,
+                    sizes: tuple[float, float] = (MIN_SHAPE_SIZE, MAX_SHAPE_SIZE),
+                    side_rate: float = AGAINST_SIDE_RATE) -> ShapeSample:
+    """One image: of `kind` (else drawn from KIND_MIX) and class `label` (else uniform over CLASSES)."""
+    kind = kind or str(rng.choice(KINDS, p=KIND_MIX))
+    label = int(rng.integers(len(CLASSES))) if label is None else label
+    image, mask = _KIND_MAKERS[kind](label, rng, sizes, side_rate)
+    return ShapeSample(image=image, label=label, mask=mask, kind=kind)
+
+
+def _test_sample(name: str, rng: np.random.Generator) -> ShapeSample:
+    """One image of a held-out test set (TEST_SETS)."""
+    if name == "mix":
+        return generate_sample(rng)
+    if name == "nothing":
+        return generate_sample(rng, label=NOTHING)
+    if name == "off-centre":  # against a side, at the smallest or the largest size
+        small = rng.random() < 0.5
+        sizes = (MIN_SHAPE_SIZE, MIN_SHAPE_SIZE + 4) if small else (MAX_SHAPE_SIZE - 4, MAX_SHAPE_SIZE)
+        return generate_sample(rng, label=int(rng.integers(len(SHAPES))), sizes=sizes, side_rate=1.0)
+    return generate_sample(rng, kind=name)
+
+
+def _stack(samples: list[ShapeSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.stack([s.image for s in samples]), np.array([s.label for s in samples], dtype=np.int64),
+            np.stack([s.mask for s in samples]))
 
 
 def generate_dataset(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Generate ``n`` samples from ``seed``.
-
-    Returns images uint8 [n, H, W, 3], labels int64 [n] and masks bool [n, H, W].
-    """
+    """``n`` samples of the training mix from ``seed``: images uint8 [n, H, W, 3], labels int64 [n] and masks
+    bool [n, H, W]."""
     rng = np.random.default_rng(seed)
-    images = np.empty((n, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
-    labels = np.empty(n, dtype=np.int64)
-    masks = np.empty((n, IMAGE_SIZE, IMAGE_SIZE), dtype=bool)
-    for i in range(n):
-        sample = generate_sample(rng)
-        images[i], labels[i], masks[i] = sample.image, sample.label, sample.mask
-    return images, labels, masks
+    return _stack([generate_sample(rng) for _ in range(n)])
+
+
+def generate_test_set(name: str, n: int, seed: int = HELDOUT_SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` held-out images of the test set `name` (one of TEST_SETS), as generate_dataset returns them. "mix" is
+    generate_dataset(n, seed) itself; the others draw from their own stream of `seed`."""
+    if name not in TEST_SETS:
+        raise ValueError(f"unknown test set {name!r}; the sets are {', '.join(TEST_SETS)}")
+    if name == "mix":
+        return generate_dataset(n, seed)
+    rng = np.random.default_rng([seed, TEST_SETS.index(name)])
+    return _stack([_test_sample(name, rng) for _ in range(n)])

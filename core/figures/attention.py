@@ -142,6 +142,25 @@ def lean_figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": {"template": {}, **layout}}, _validate=False)
 
 
+def grid_axes(titles: Sequence[str], cols: int, gap_x: float, gap_y: float, title_size: int = 16,
+              **axis) -> tuple[dict, list[dict]]:
+    """make_subplots' grid, as plain dicts for lean_figure: panels row by row, `cols` a row, one per title. Returns
+    the layout's axes (xaxis, yaxis, xaxis2, …; each also given `axis`) and the titles as annotations. Trace i
+    draws on panel i with xaxis=f"x{i + 1}" (plain "x" for the first), yaxis likewise."""
+    rows = -(-len(titles) // cols)
+    width, height = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
+    axes, annotations = {}, []
+    for panel, title in enumerate(titles):
+        row, col = divmod(panel, cols)
+        x0, y1 = round(col * (width + gap_x), 6), round(1 - row * (height + gap_y), 6)
+        suffix = "" if panel == 0 else str(panel + 1)
+        axes[f"xaxis{suffix}"] = dict(domain=[x0, min(1.0, round(x0 + width, 6))], anchor=f"y{suffix}", **axis)
+        axes[f"yaxis{suffix}"] = dict(domain=[max(0.0, round(y1 - height, 6)), y1], anchor=f"x{suffix}", **axis)
+        annotations.append(dict(text=title, x=x0 + width / 2, y=y1, xref="paper", yref="paper", showarrow=False,
+                                xanchor="center", yanchor="bottom", font=dict(size=title_size)))
+    return axes, annotations
+
+
 def numbered_labels(labels: Sequence[str], indices: Sequence[int] | None = None) -> list[str]:
     """"i: token" for each label (i: its index, or the token's own from `indices`): unique, so they can be the
     categories of an axis and name a cell in the hover."""

@@ -17,6 +17,8 @@ import plotly.graph_objects as go
 from PIL import Image
 from plotly.subplots import make_subplots
 
+from core.figures.attention import grid_axes, lean_figure
+
 UPSCALE = 8  # the image is drawn 8x larger than it is, pixel by pixel
 GRID_COLOUR = "rgba(255, 255, 255, 0.55)"
 SELECTED_COLOUR = "#00e5ff"
@@ -52,18 +54,21 @@ def muted(image: np.ndarray) -> np.ndarray:
     return np.repeat(np.clip(np.rint(grey), 0, 255).astype(np.uint8)[..., None], 3, axis=-1)
 
 
-def _image_trace(image: np.ndarray, scale: int = UPSCALE) -> go.Image:
-    """The image in pixel coordinates: pixel (i, j) covers [j, j + 1] x [i, i + 1]."""
-    return go.Image(source=image_source(image, scale), x0=0.5 / scale, y0=0.5 / scale, dx=1 / scale, dy=1 / scale,
-                    hoverinfo="skip")
+def _image_trace(image: np.ndarray, scale: int = UPSCALE, source: str = "") -> dict:
+    """The image in pixel coordinates: pixel (i, j) covers [j, j + 1] x [i, i + 1] (`source`: its image_source, when
+    it is drawn more than once)."""
+    return dict(type="image", source=source or image_source(image, scale), x0=0.5 / scale, y0=0.5 / scale,
+                dx=1 / scale, dy=1 / scale, hoverinfo="skip")
+
+
+PLAIN_AXIS = dict(showgrid=False, zeroline=False, showticklabels=False, ticks="", showline=False, constrain="domain")
 
 
 def _patch_axes(fig: go.Figure, height: int, width: int, row: int | None = None, col: int | None = None) -> None:
     """Square pixels, y down, no ticks."""
     kwargs = {} if row is None else dict(row=row, col=col)
-    plain = dict(showgrid=False, zeroline=False, showticklabels=False, ticks="", showline=False, constrain="domain")
-    fig.update_xaxes(range=[0, width], **plain, **kwargs)
-    fig.update_yaxes(range=[height, 0], **plain, **kwargs)
+    fig.update_xaxes(range=[0, width], **PLAIN_AXIS, **kwargs)
+    fig.update_yaxes(range=[height, 0], **PLAIN_AXIS, **kwargs)
 
 
 def _square(fig: go.Figure, axis_index: int) -> None:
@@ -105,7 +110,7 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
     rows, cols = h // patch, w // patch
     xs, ys = _patch_centres(rows, cols, patch)
     tokens = _token_numbers(rows, cols, first_token)
-    fig = go.Figure(_image_trace(image))
+    fig = go.Figure([_image_trace(image)])
     # Invisible square markers on the patch centres, for hover and for clicking a patch (customdata[0] = n).
     places = [f"row {r}, column {c}" for r in range(rows) for c in range(cols)]
     marker_px = max(6, int(height / rows * 0.9))
@@ -137,17 +142,18 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
 
 def _overlay_traces(image: np.ndarray, grid: np.ndarray, patch: int, zmax: float, first_token: int,
                     shown: np.ndarray | None = None, showscale: bool = True, colorbar_title: str = "weight",
-                    what: str = "weight") -> list:
-    """The image (in grey), then the heatmap of `shown` (default: grid) over it; hover gives the true weight."""
+                    what: str = "weight", source: str = "") -> list[dict]:
+    """The image (in grey; `source`: its image_source when already made), then the heatmap of `shown` (default:
+    grid) over it; hover gives the true weight."""
     rows, cols = grid.shape
     xs, ys = _patch_centres(rows, cols, patch)
     tokens = _token_numbers(rows, cols, first_token)
     shown = grid if shown is None else shown
-    heat = go.Heatmap(z=shown, x=xs, y=ys, zmin=0, zmax=zmax, colorscale=OVERLAY_COLORSCALE,
-                      customdata=np.dstack([tokens, grid]), showscale=showscale,
-                      colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=12, len=0.8),
-                      hovertemplate=f"token n = %{{customdata[0]}}<br>{what} %{{customdata[1]:.3f}}<extra></extra>")
-    return [_image_trace(muted(image)), heat]
+    heat = dict(type="heatmap", z=shown, x=xs, y=ys, zmin=0, zmax=zmax, colorscale=OVERLAY_COLORSCALE,
+                customdata=np.dstack([tokens, grid]), showscale=showscale,
+                colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=12, len=0.8),
+                hovertemplate=f"token n = %{{customdata[0]}}<br>{what} %{{customdata[1]:.3f}}<extra></extra>")
+    return [_image_trace(muted(image), source=source), heat]
 
 
 def attention_overlay(image: np.ndarray, grid: np.ndarray, patch: int, first_token: int = 1,
@@ -175,37 +181,31 @@ def attention_small_multiples(image: np.ndarray, grids: np.ndarray, patch: int, 
                               extra: np.ndarray | None = None) -> go.Figure:
     """Every layer (rows) x head (columns) map of `grids` [M, H, rows, cols] over the image. Each panel has its own
     colour scale, from 0 to its largest weight (so a spread-out head is not invisible); hover gives the weight.
-    `selected` (layer, head) is framed. `extra` [M, H] (e.g. what CLS keeps on itself) goes in the titles."""
+    `selected` (layer, head) is framed. `extra` [M, H] (e.g. what CLS keeps on itself) goes in the titles. Plain
+    dicts (lean_figure), the grey image encoded once: 16 validated panels took a quarter of a second a rerun."""
     grids = np.asarray(grids, dtype=float)
     m, n_heads = grids.shape[:2]
     h, w = image.shape[:2]
-    titles = []
-    for layer in range(m):
-        for head in range(n_heads):
-            title = f"L{layer} H{head}"
-            if extra is not None:
-                title += f" · self {extra[layer, head]:.2f}"
-            titles.append(title)
-    fig = make_subplots(rows=m, cols=n_heads, subplot_titles=titles, horizontal_spacing=0.015,
-                        vertical_spacing=min(0.12, 0.35 / m))
-    shapes = []
-    for layer in range(m):
-        for head in range(n_heads):
-            grid = grids[layer, head]
-            peak = max(float(grid.max()), 1e-12)
-            for trace in _overlay_traces(image, grid, patch, 1.0, first_token, shown=grid / peak, showscale=False):
-                fig.add_trace(trace, row=layer + 1, col=head + 1)
-            index = layer * n_heads + head + 1
-            _patch_axes(fig, h, w, layer + 1, head + 1)
-            _square(fig, index)
-            if selected == (layer, head):
-                suffix = "" if index == 1 else str(index)
-                shapes.append(dict(type="rect", x0=0, x1=w, y0=0, y1=h, xref=f"x{suffix}", yref=f"y{suffix}",
-                                   line=dict(color=SELECTED_COLOUR, width=4), layer="above"))
-    fig.update_annotations(font_size=11)
-    fig.update_layout(height=int(cell_px * m * 1.12 + 40), margin=dict(l=4, r=4, t=24, b=4), showlegend=False,
-                      shapes=shapes)
-    return fig
+    titles = [f"L{layer} H{head}" + (f" · self {extra[layer, head]:.2f}" if extra is not None else "")
+              for layer in range(m) for head in range(n_heads)]
+    axes, annotations = grid_axes(titles, n_heads, gap_x=0.015, gap_y=min(0.12, 0.35 / m), title_size=11,
+                                  **PLAIN_AXIS)
+    source = image_source(muted(image))
+    traces, shapes = [], []
+    for index, (layer, head) in enumerate((layer, head) for layer in range(m) for head in range(n_heads)):
+        suffix = "" if index == 0 else str(index + 1)
+        axes[f"xaxis{suffix}"]["range"] = [0, w]
+        axes[f"yaxis{suffix}"].update(range=[h, 0], scaleanchor=f"x{suffix}")
+        grid = grids[layer, head]
+        peak = max(float(grid.max()), 1e-12)
+        for trace in _overlay_traces(image, grid, patch, 1.0, first_token, shown=grid / peak, showscale=False,
+                                     source=source):
+            traces.append({**trace, "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"})
+        if selected == (layer, head):
+            shapes.append(dict(type="rect", x0=0, x1=w, y0=0, y1=h, xref=f"x{suffix}", yref=f"y{suffix}",
+                               line=dict(color=SELECTED_COLOUR, width=4), layer="above"))
+    return lean_figure(traces, dict(**axes, annotations=annotations, shapes=shapes, showlegend=False,
+                                    height=int(cell_px * m * 1.12 + 40), margin=dict(l=4, r=4, t=24, b=4)))
 
 
 # ---------------------------------------------------------------------------------------------------------

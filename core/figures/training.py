@@ -14,9 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
-from plotly.subplots import make_subplots
 
-from core.figures.attention import HEAD_COLORS
+from core.figures.attention import HEAD_COLORS, grid_axes, lean_figure
 
 CURVES = (("loss", "loss (cross-entropy)"), ("accuracy", "accuracy on the batch"),
           ("learning_rate", "learning rate"), ("grad_norm", "gradient norm, before clipping"))
@@ -65,17 +64,45 @@ def layer_colors(n: int) -> list[str]:
         "Viridis", [0.0])[0]]
 
 
-def _raw_and_mean(fig: go.Figure, steps: np.ndarray, values: np.ndarray, name: str, color: str, dash: str,
-                  window: int, row: int | None = None, col: int | None = None, legend: bool = True) -> None:
-    where = dict(row=row, col=col) if row is not None else {}
-    fig.add_trace(go.Scatter(x=steps, y=values, mode="lines", line=dict(color=color, width=1, dash=dash),
-                             opacity=RAW_OPACITY, name=f"{name} (each step)", legendgroup=name, showlegend=False,
-                             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.4g}}<extra></extra>"), **where)
-    fig.add_trace(go.Scatter(x=steps, y=running_mean(values, window), mode="lines",
-                             line=dict(color=color, width=2.5, dash=dash), name=name, legendgroup=name,
-                             showlegend=legend,
-                             hovertemplate=f"{name}<br>step %{{x}}<br>mean of last {window}: %{{y:.4g}}<extra></extra>"),
-                  **where)
+MAX_POINTS = 1000  # per curve: about two a pixel of a panel; more cost a poll time and bytes, and show nothing more
+
+
+def drawn_points(values: np.ndarray, max_points: int = MAX_POINTS) -> np.ndarray:
+    """The indices of the steps a curve draws: every step up to max_points; past that, the lowest and the highest
+    value of each of max_points / 2 equal stretches of steps, and the last step. Every point drawn is one the run
+    computed, and a spike stays visible."""
+    n = len(values)
+    if n <= max_points:
+        return np.arange(n)
+    stretches = max_points // 2
+    size = -(-n // stretches)  # steps per stretch, rounded up
+    finite = np.where(np.isfinite(values), values, 0.0)
+    grid = np.pad(finite, (0, size * stretches - n), mode="edge").reshape(stretches, size)
+    starts = np.arange(stretches) * size
+    chosen = np.concatenate([starts + grid.argmin(axis=1), starts + grid.argmax(axis=1), [n - 1]])
+    return np.unique(np.minimum(chosen, n - 1))
+
+
+def _line(steps: np.ndarray, values: np.ndarray, name: str, color: str, dash: str, *, width: float = 2.5,
+          opacity: float = 1.0, legend: bool = False, group: str = "", hover: str = "", axes: int = 1) -> dict:
+    """One line trace (a plain dict: see lean_figure) on subplot `axes` (1: x/y, 2: x2/y2, …)."""
+    suffix = "" if axes == 1 else str(axes)
+    return dict(type="scatter", mode="lines", x=steps, y=values, name=name, legendgroup=group or name,
+                showlegend=legend, opacity=opacity, line=dict(color=color, width=width, dash=dash),
+                hovertemplate=hover or f"{name}<br>step %{{x}}<br>%{{y:.4g}}<extra></extra>",
+                xaxis=f"x{suffix}", yaxis=f"y{suffix}")
+
+
+def _raw_and_mean(steps: np.ndarray, values: np.ndarray, name: str, color: str, dash: str, window: int,
+                  axes: int = 1, legend: bool = True) -> list[dict]:
+    """The per-step values, thin and pale, and their running mean over `window` steps, thick."""
+    values = np.asarray(values, dtype=np.float64)
+    shown = drawn_points(values)
+    steps = np.asarray(steps)[shown]
+    return [_line(steps, values[shown], f"{name} (each step)", color, dash, width=1, opacity=RAW_OPACITY,
+                  group=name, axes=axes),
+            _line(steps, running_mean(values, window)[shown], name, color, dash, legend=legend, axes=axes,
+                  hover=f"{name}<br>step %{{x}}<br>mean of last {window}: %{{y:.4g}}<extra></extra>")]
 
 
 def training_curves(runs: Sequence[tuple[str, Mapping[str, np.ndarray]]], *, clips: Sequence[float] = (),
@@ -83,46 +110,48 @@ def training_curves(runs: Sequence[tuple[str, Mapping[str, np.ndarray]]], *, cli
     """Loss, accuracy, learning rate and gradient norm over steps, 2 x 2, for one run or several overlaid.
 
     runs: (label, history) with history[name] a per-step array for "step" and each name of CURVES. clips: the runs'
-    clipping norms (0: none), each drawn once as a dotted line on the gradient-norm panel."""
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[title for _, title in CURVES], horizontal_spacing=0.08,
-                        vertical_spacing=0.14)
+    clipping norms (0: none), each drawn once as a dotted line on the gradient-norm panel. Built from plain dicts
+    (lean_figure): it is redrawn at every poll of a run that trains."""
+    traces = []
     for index, (label, history) in enumerate(runs):
         color, dash = run_color(index), DASHES[index % len(DASHES)]
         for panel, (name, _) in enumerate(CURVES):
-            row, col = panel // 2 + 1, panel % 2 + 1
             if name == "learning_rate":  # exact, no noise: one line
-                fig.add_trace(go.Scatter(x=history["step"], y=history[name], mode="lines", name=label,
-                                         legendgroup=label, showlegend=False, line=dict(color=color, dash=dash),
-                                         hovertemplate=f"{label}<br>step %{{x}}<br>rate %{{y:.3g}}<extra></extra>"),
-                              row=row, col=col)
+                shown = drawn_points(history[name])
+                traces.append(_line(np.asarray(history["step"])[shown], np.asarray(history[name])[shown], label,
+                                    color, dash, width=2, axes=panel + 1,
+                                    hover=f"{label}<br>step %{{x}}<br>rate %{{y:.3g}}<extra></extra>"))
             else:
-                _raw_and_mean(fig, history["step"], history[name], label, color, dash, window, row, col,
-                              legend=panel == 0)
+                traces += _raw_and_mean(history["step"], history[name], label, color, dash, window, panel + 1,
+                                        legend=panel == 0)
+    axes, annotations = grid_axes([title for _, title in CURVES], 2, gap_x=0.08, gap_y=0.14)
+    shapes = []
     for clip in sorted({clip for clip in clips if clip > 0}):  # one line per clipping norm, shared or not
-        fig.add_hline(y=clip, line=dict(color=THRESHOLD_COLOR, dash="dot", width=1), row=2, col=2,
-                      annotation_text=f"clip {clip:g}", annotation_position="top left",
-                      annotation_font_color=THRESHOLD_COLOR)
-    fig.update_yaxes(log_axis([history["grad_norm"] for _, history in runs] + [list(clips)]), row=2, col=2)
-    fig.update_yaxes(rate_axis([history["learning_rate"] for _, history in runs]), row=2, col=1)
-    fig.update_yaxes(range=[0, 1.02], row=1, col=2)
-    fig.update_xaxes(title_text="step", row=2)
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), hovermode="x unified",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0, title_text=""))
-    return fig
+        shapes.append(dict(type="line", xref="x4 domain", x0=0, x1=1, yref="y4", y0=clip, y1=clip,
+                           line=dict(color=THRESHOLD_COLOR, dash="dot", width=1)))
+        annotations.append(dict(text=f"clip {clip:g}", xref="x4 domain", x=0, yref="y4", y=clip, showarrow=False,
+                                xanchor="left", yanchor="bottom", font=dict(color=THRESHOLD_COLOR)))
+    axes["yaxis4"].update(log_axis([history["grad_norm"] for _, history in runs] + [list(clips)]))
+    axes["yaxis3"].update(rate_axis([history["learning_rate"] for _, history in runs]))
+    axes["yaxis2"].update(range=[0, 1.02])
+    for name in ("xaxis3", "xaxis4"):
+        axes[name]["title"] = dict(text="step")
+    return lean_figure(traces, dict(**axes, annotations=annotations, shapes=shapes, height=height,
+                                    margin=dict(l=10, r=10, t=40, b=10), hovermode="x unified",
+                                    legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0)))
 
 
 def gradient_norm_figure(steps: np.ndarray, grad_norms: Mapping[str, np.ndarray], *, window: int = 25,
                          height: int = 340, title: str = "Gradient norm of each layer, before clipping") -> go.Figure:
     """The gradient norm of each parameter group over steps (log scale), groups in depth order
-    (embedding, blocks.0, …, head), coloured from dark (input) to light (output)."""
-    fig = go.Figure()
-    for (group, values), color in zip(grad_norms.items(), layer_colors(len(grad_norms))):
-        _raw_and_mean(fig, steps, values, group, color, "solid", window)
-    fig.update_yaxes(log_axis(grad_norms.values()), title_text="‖gradient‖")
-    fig.update_xaxes(title_text="step")
-    fig.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=50, b=10), hovermode="x unified",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
-    return fig
+    (embedding, blocks.0, …, head), coloured from dark (input) to light (output). Plain dicts, as training_curves."""
+    traces = [trace for (group, values), color in zip(grad_norms.items(), layer_colors(len(grad_norms)))
+              for trace in _raw_and_mean(steps, values, group, color, "solid", window)]
+    return lean_figure(traces, dict(
+        title=dict(text=title), height=height, margin=dict(l=10, r=10, t=50, b=10), hovermode="x unified",
+        xaxis=dict(title=dict(text="step")),
+        yaxis=dict(**log_axis(grad_norms.values()), title=dict(text="‖gradient‖")),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right")))
 
 
 def lines_over_steps(series: Mapping[str, tuple[Sequence[int], Sequence[float]]], *, title: str, y_title: str,

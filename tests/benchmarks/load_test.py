@@ -20,7 +20,9 @@ It ends by itself: after --minutes, in-flight actions finish (or time out), sess
 
 With --trainers N (and --two-tabs K) N more students open the live-training page with the app's browser cookie,
 press Start and watch their run as the page polls it (K of them in a second tab of the same browser): the issue's
-classroom is --trainers 5 --two-tabs 2. Compare the toggles' p95 (mask, pe) with a run without them.
+classroom is --trainers 5 --two-tabs 2. Compare the toggles' p95 (mask, pe) with a run without them. With
+--uploaders N, N students on the image page upload, in turn, the 39.7-megapixel PNG of the issue and the largest PNG
+the page accepts, clicking a layer twice after each ("upload", "upload layer").
 """
 
 from __future__ import annotations
@@ -133,11 +135,14 @@ class Session:
         self.states: dict[str, WidgetState] = {}  # by widget id: every value this tab has set
         self.messages: dict[str, bytes] = {}  # each keyed element's message in the last run, as sent
         self.page_hash = ""
+        self.session_id = ""  # the server's id of this tab (uploads are addressed to it)
+        self.cookies = ""  # the Cookie header the tab sends
         self.ws = None
 
     async def open(self) -> Outcome:
         """Load the page (its cookies: XSRF, a load balancer's sticky cookie), connect, run the default page."""
         cookies = "; ".join(c for c in (await asyncio.to_thread(page_cookies, self.url), self.cookie) if c)
+        self.cookies = cookies
         headers = {"Origin": self.url, **({"Cookie": cookies} if cookies else {})}
         started = time.perf_counter()
         self.ws = await connect(self.url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
@@ -161,6 +166,34 @@ class Session:
             return await self._rerun(widget.fragment_id)
         finally:
             self.states.pop(widget.id, None)
+
+    async def upload(self, key: str, name: str, data: bytes) -> Outcome:
+        """Choose a file in file uploader `key`, as the browser does: ask the server where to put it (over the
+        websocket), PUT it there (multipart, with the XSRF token), then rerun with the widget's new state. The
+        outcome's seconds count all three."""
+        widget = self.widgets[key]
+        started = time.perf_counter()
+        back = BackMsg()
+        back.file_urls_request.request_id = f"{key}-{started}"
+        back.file_urls_request.file_names.append(name)
+        back.file_urls_request.session_id = self.session_id
+        await self.ws.send(back.SerializeToString())
+        async with asyncio.timeout(self.timeout):
+            while True:
+                msg = ForwardMsg()
+                msg.ParseFromString(await self.ws.recv())
+                if msg.WhichOneof("type") == "file_urls_response":
+                    urls = msg.file_urls_response.file_urls[0]
+                    break
+        await asyncio.to_thread(put_file, self.url + urls.upload_url, self.cookies, name, data, self.timeout)
+        state = WidgetState(id=widget.id)
+        info = state.file_uploader_state_value.uploaded_file_info.add()
+        info.name, info.size, info.file_id = name, len(data), urls.file_id
+        info.file_urls.CopyFrom(urls)
+        self.states[widget.id] = state
+        outcome = await self._rerun(widget.fragment_id)
+        outcome.seconds = time.perf_counter() - started
+        return outcome
 
     async def poll(self) -> Outcome | None:
         """What a fragment with run_every does in the browser: rerun it by itself (None when none is drawn)."""
@@ -203,6 +236,8 @@ class Session:
         kind = msg.WhichOneof("type")
         if kind == "navigation":
             self.page_hash = msg.navigation.page_script_hash
+        if kind == "new_session" and msg.new_session.initialize.session_id:
+            self.session_id = msg.new_session.initialize.session_id
         if kind != "delta" or msg.delta.WhichOneof("type") != "new_element":
             return
         if msg.delta.fragment_id:
@@ -234,10 +269,26 @@ def shown_value(element) -> str:
     return ""
 
 
+def put_file(url: str, cookies: str, name: str, data: bytes, timeout: float) -> None:
+    """PUT one file to Streamlit's upload endpoint as the browser's uploader does (multipart form, XSRF header)."""
+    boundary = "loadtest" + os.urandom(8).hex()
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    xsrf = dict(pair.split("=", 1) for pair in cookies.split("; ") if "=" in pair).get("_streamlit_xsrf", "").strip('"')
+    request = urllib.request.Request(url, data=body, method="PUT", headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}", "Cookie": cookies, "X-Xsrftoken": xsrf})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        response.read()
+
+
 def page_cookies(url: str) -> str:
-    """The cookies a browser gets with the page (name=value pairs for a Cookie header)."""
-    with urllib.request.urlopen(url + "/", timeout=30) as response:
-        return "; ".join(header.split(";", 1)[0] for header in response.headers.get_all("Set-Cookie") or [])
+    """The cookies a browser gets with the page and its first health check, which sets the XSRF cookie that uploads
+    need (name=value pairs for a Cookie header)."""
+    cookies = []
+    for path in ("/", "/_stcore/health"):
+        with urllib.request.urlopen(url + path, timeout=30) as response:
+            cookies += [header.split(";", 1)[0] for header in response.headers.get_all("Set-Cookie") or []]
+    return "; ".join(cookies)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -342,6 +393,44 @@ async def trainer(index: int, url: str, deadline: float, browser: str, timeout: 
     await drive(session, Recorder(index, records, "train open"), timeout, train)
 
 
+UPLOADER_ACTIONS = ("upload open", "upload", "upload layer")  # what an uploading student does (--uploaders)
+REFUSED = "Can't use this file:"  # the image page's message for a file it refuses (the 39.7 MP one)
+
+
+def upload_files() -> list[tuple[str, bytes]]:
+    """What the issue's uploading students choose, in turn: the 39.7-megapixel PNG of 154 KB (refused from its header
+    since issue 15) and the largest PNG the page accepts (8.3 megapixels), each a few hundred KB."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from upload_files import flat_png  # tests/upload_files.py: Pillow-made files
+
+    return [("huge-39.7MP.png", flat_png(7300, 5440)), ("largest-8.3MP.png", flat_png(3840, 2160))]
+
+
+async def uploader(index: int, url: str, deadline: float, think: tuple[float, float], files: list[tuple[str, bytes]],
+                   timeout: float, records: list[Record]) -> None:
+    """A student on the image page who uploads large pictures, then clicks through the layers, until the deadline."""
+    rng = random.Random(index)
+    session = Session(url, timeout, query="source=upload", page="image_lab")
+
+    async def upload(recorder: Recorder) -> None:
+        recorder.add(await session.open())
+        turn = index
+        while time.monotonic() < deadline:
+            recorder.action = "upload"
+            outcome = await session.upload("upload", *files[turn % len(files)])
+            outcome.problems = [p for p in outcome.problems if REFUSED not in p]  # the page says why: expected
+            recorder.add(outcome)
+            turn += 1
+            for _ in range(2):
+                await asyncio.sleep(rng.uniform(*think))
+                if "layer" in session.messages:  # drawn in the last run: the upload was accepted
+                    recorder.action = "upload layer"
+                    recorder.add(await session.change("layer", next_value(session, "layer", [], rng)))
+            await asyncio.sleep(rng.uniform(*think))
+
+    await drive(session, Recorder(index, records, "upload open"), timeout, upload)
+
+
 def proc_text(pid: int, name: str) -> str:
     """/proc/PID/NAME; a server that has exited ends the run with that said."""
     try:
@@ -393,7 +482,7 @@ async def warm_up(urls: list[str], timeout: float) -> dict[str, float]:
 
 async def classroom(url: str, pids: list[int], sessions: int, minutes: float, think: tuple[float, float],
                     ramp: float, timeout: float, sample: float, texts: list[str], warm: list[str],
-                    browsers: list[str] = ()) -> dict:
+                    browsers: list[str] = (), uploaders: int = 0) -> dict:
     idle_mb = {pid: rss_mb(pid) for pid in pids}
     warm_s = await warm_up(warm, timeout)
     records: list[Record] = []
@@ -409,13 +498,16 @@ async def classroom(url: str, pids: list[int], sessions: int, minutes: float, th
         await student(index, url, deadline, think, texts, timeout, records)
 
     trainers = (trainer(sessions + i, url, deadline, browser, timeout, records) for i, browser in enumerate(browsers))
-    await asyncio.gather(*(delayed(index) for index in range(sessions)), *trainers)
+    files = upload_files() if uploaders else []
+    uploading = (uploader(sessions + len(browsers) + i, url, deadline, think, files, timeout, records)
+                 for i in range(uploaders))
+    await asyncio.gather(*(delayed(index) for index in range(sessions)), *trainers, *uploading)
     elapsed = time.monotonic() - started
     stop.set()
     await sampler
     result = report(records, samples, {pid: cpu_seconds(pid) - cpu_start[pid] for pid in pids}, elapsed,
                     dict(url=url, sessions=sessions, minutes=minutes, think_s=list(think), ramp_s=ramp,
-                         trainer_tabs=len(browsers), trainer_browsers=len(set(browsers))))
+                         trainer_tabs=len(browsers), trainer_browsers=len(set(browsers)), uploaders=uploaders))
     result["warm_up_s"] = warm_s
     for pid, server in result["server"].items():
         server["idle_mb_before_warm_up"] = idle_mb[int(pid)]
@@ -429,7 +521,7 @@ def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float
     errors = [r for r in records if r.problems]
     result = {"settings": settings, "elapsed_s": elapsed,
               "latency": {action: latency_summary([r.seconds for r in answered if r.action == action])
-                          for action in ("open", *ACTIONS, *TRAINER_ACTIONS)},
+                          for action in ("open", *ACTIONS, *TRAINER_ACTIONS, *UPLOADER_ACTIONS)},
               "errors": len(errors), "error_examples": [asdict(r) for r in errors[:10]],
               "interactions_per_s": len(interactions) / elapsed,
               "kb_per_interaction": float(np.mean([r.bytes for r in interactions]) / 1024) if interactions else None,
@@ -445,8 +537,9 @@ def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float
 def print_report(result: dict) -> None:
     s = result["settings"]
     print(f"\n{s['sessions']} sessions for {s['minutes']} min against {s['url']} (think {s['think_s'][0]:g}-"
-          f"{s['think_s'][1]:g} s), and {s.get('trainer_tabs', 0)} training tabs of {s.get('trainer_browsers', 0)} "
-          f"browsers; {result['interactions_per_s']:.2f} interactions/s, "
+          f"{s['think_s'][1]:g} s), {s.get('trainer_tabs', 0)} training tabs of {s.get('trainer_browsers', 0)} "
+          f"browsers and {s.get('uploaders', 0)} uploading students; "
+          f"{result['interactions_per_s']:.2f} interactions/s, "
           f"{result['kb_per_interaction'] or 0:.0f} KB sent per interaction")
     print("warm-up (one page load per server before the clock, not counted): "
           + ", ".join(f"{url} {seconds:.1f} s" for url, seconds in result["warm_up_s"].items()))
@@ -503,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
                              "classroom: 5)")
     parser.add_argument("--two-tabs", type=int, default=0,
                         help="of the trainers, how many have a second tab of the same browser (the issue's: 2)")
+    parser.add_argument("--uploaders", type=int, default=0,
+                        help="students on the image page who upload large pictures (UPLOADER_ACTIONS, upload_files)")
     parser.add_argument("--json", help="write the full results here")
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.minutes <= 0 or not 0 <= args.think[0] <= args.think[1]:
@@ -523,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.sessions} sessions against {url} for {args.minutes} min ...", flush=True)
         result = asyncio.run(classroom(url, pids, args.sessions, args.minutes, tuple(args.think), args.ramp,
                                        args.timeout, args.sample, texts, args.warm or [url],
-                                       trainer_browsers(args.trainers, args.two_tabs)))
+                                       trainer_browsers(args.trainers, args.two_tabs), args.uploaders))
     finally:
         if server is not None:
             stop_server(server)
