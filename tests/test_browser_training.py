@@ -52,6 +52,7 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
     if page.get_by_text("Page not found").count():  # Streamlit's first page load can race the page list
         page.keyboard.press("Escape")
     wait_idle(page)
+    page.locator(".st-key-tr_schedule_chart " + CHART).wait_for()  # a fresh server's first page can be slow
     assert page.locator(ERROR).count() == 0
     assert page.locator(".st-key-tr_schedule_chart " + CHART).count() == 1
     shoot(page, "training_1_setup")
