@@ -47,7 +47,7 @@ def click(page, selector: str) -> None:
 
 
 def test_a_run_trains_live_and_stops(server, page, shoot):
-    page.goto(f"{server}/live_training?tr_steps=20000&tr_d=16&tr_batch=8")
+    page.goto(f"{server}/live_training?tr_steps=19000&tr_d=16&tr_batch=32")
     page.locator(".st-key-tr_start button").wait_for()
     if page.get_by_text("Page not found").count():  # Streamlit's first page load can race the page list
         page.keyboard.press("Escape")
@@ -77,7 +77,7 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
 
 def start_tiny_run(page, server: str) -> str:
     """Open the page with a long tiny run set up, start it; the run's id (from the URL)."""
-    page.goto(f"{server}/live_training?tr_steps=20000&tr_d=16&tr_batch=8")
+    page.goto(f"{server}/live_training?tr_steps=19000&tr_d=16&tr_batch=32")
     page.locator(".st-key-tr_start button").first.wait_for()
     if page.get_by_text("Page not found").count():
         page.keyboard.press("Escape")
