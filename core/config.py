@@ -17,6 +17,7 @@ NormPlacement = Literal["pre", "post"]
 HeadKind = Literal["next_token", "masked_token", "classifier"]
 InputKind = Literal["tokens", "patches"]
 Pooling = Literal["cls", "mean"]
+Activation = Literal["gelu", "gelu_tanh"]  # GELU exactly (erf), or GPT-2's tanh approximation of it
 
 POSITION_ENCODINGS: tuple[str, ...] = get_args(PositionEncoding)
 MASK_KINDS: tuple[str, ...] = get_args(MaskKind)
@@ -59,6 +60,12 @@ class ModelConfig:
     rope_base: float = 10000.0
     ln_eps: float = 1e-5
     dropout: float = 0.0
+    # Options a pretrained model of another family needs (core/pretrained.py); our own models keep the defaults.
+    activation: Activation = "gelu"  # the MLP's nonlinearity
+    attn_bias: bool = False  # biases on W_Q, W_K, W_V, W_O (GPT-2, BERT, ViT)
+    segment_embed: bool = False  # a learned vector added to every token: BERT's token-type embedding of one text
+    embed_norm: bool = False  # a TokenNorm on embedding + position before block 0 (BERT's embeddings.LayerNorm)
+    head_transform: bool = False  # dense -> activation -> TokenNorm before the unembedding (BERT's MLM head)
 
     def __post_init__(self) -> None:
         for problem in _problems(self):
@@ -106,7 +113,7 @@ def _problems(cfg: ModelConfig):
     """Yield every reason the configuration cannot be built (the first one is raised)."""
     for name, literal in (("pos_encoding", PositionEncoding), ("mask", MaskKind),
                           ("norm", NormPlacement), ("head", HeadKind), ("input", InputKind),
-                          ("pooling", Pooling)):
+                          ("pooling", Pooling), ("activation", Activation)):
         problem = _check_literal(name, getattr(cfg, name), get_args(literal))
         if problem:
             yield problem
@@ -135,6 +142,9 @@ def _head_problems(cfg: ModelConfig):
         yield f"a masked-token head predicts from both sides, so it needs a bidirectional mask, not {cfg.mask!r}"
     if cfg.head == "classifier" and cfg.n_classes < 2:
         yield f"a classifier head needs n_classes >= 2 (got {cfg.n_classes})"
+    if cfg.head_transform and (cfg.head == "classifier" or cfg.norm == "pre"):
+        yield ("head_transform is BERT's dense + TokenNorm before a token head, in a post-LN model (a pre-LN "
+               "model's final TokenNorm comes last already)")
     if cfg.head != "classifier" and cfg.input == "patches":
         yield "image patches have no vocabulary to predict: use the classifier head"
     if cfg.pos_encoding == "relative" and cfg.relative_buckets < 2:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from core.recording import Recording, block_hook
 
@@ -127,7 +128,10 @@ def residual_decomposition(rec: Recording) -> Decomposition:
     (parts in float64). Raises NotDecomposableError for a post-LN model, where no such sum exists."""
     if not is_pre_norm(rec):
         raise NotDecomposableError(POST_LN_REASON)
-    parts = {"embed": rec["hook_embed"].astype(np.float64), "pos_embed": rec["hook_pos_embed"].astype(np.float64)}
+    if rec.config.embed_norm:  # TokenNorm(embed + e) enters block 0: one part
+        parts = {"embed (TokenNorm'd)": rec[block_hook(0, "hook_resid_pre")].astype(np.float64)}
+    else:
+        parts = {"embed": rec["hook_embed"].astype(np.float64), "pos_embed": rec["hook_pos_embed"].astype(np.float64)}
     for layer in range(rec.n_layers):
         parts[f"L{layer} attn"] = rec[block_hook(layer, "hook_attn_out")].astype(np.float64)
         parts[f"L{layer} mlp"] = rec[block_hook(layer, "hook_mlp_out")].astype(np.float64)
@@ -170,12 +174,18 @@ def lens_logits(rec: Recording, model) -> np.ndarray:
                  variance *recomputed on x^(m)* (not the recorded ones of the last stream) — the standard
                  logit lens (nostalgebraist 2020);
         post-LN: logits^(m) = W_U · x^(m) + b_U, the stream after each block is already TokenNorm'd.
+
+    A model whose head transforms the stream before the unembedding (BERT's dense + TokenNorm) reads
+    transform(x^(m)) at every point, as its own head does.
     """
     stack = residual_stack(rec)
     if model.ln_final is not None:
         ln = model.ln_final
         stack = apply_token_norm(stack, ln.weight.detach().double().numpy(), ln.bias.detach().double().numpy(),
                                  ln.eps)
+    if model.cfg.head_transform:
+        with torch.no_grad():
+            stack = model.transform(torch.from_numpy(stack).float()).double().numpy()
     w_u = model.unembed.weight.detach().double().numpy()  # [V, D]
     b_u = model.unembed.bias.detach().double().numpy()  # [V]
     return stack @ w_u.T + b_u
@@ -218,8 +228,8 @@ class TokenNormView:
     """One TokenNorm site on one text.
 
     before [N, D]: the vector TokenNorm receives; mean, std [N]: its per-token statistics as recorded
-    (std = sqrt(var + eps), what the model divides by); standardized [N, D] = (before - mean) / std;
-    gamma, beta [D]; after [N, D] = standardized * gamma + beta, the recorded output.
+    (std = sqrt(var + eps), what the model divides by); standardized [N, D] = (before - mean) / std, the recorded
+    hook_normalized; gamma, beta [D]; after [N, D] = standardized * gamma + beta, what the next sublayer reads.
     """
 
     site: str  # "blocks.{l}.ln1", "blocks.{l}.ln2" or "ln_final"
@@ -233,8 +243,8 @@ class TokenNormView:
 
     @property
     def max_abs_error(self) -> float:
-        """max |standardized * gamma + beta - after|: the recomputation agrees with the recording."""
-        return float(np.abs(self.standardized * self.gamma + self.beta - self.after).max())
+        """max |(before - mean) / std - standardized|: recomputed from the stream, it agrees with the recording."""
+        return float(np.abs((self.before - self.mean[:, None]) / self.std[:, None] - self.standardized).max())
 
 
 def norm_site(rec: Recording, layer: int, which: str) -> str:
@@ -280,15 +290,15 @@ def token_norm_view(rec: Recording, model, layer: int, which: str) -> TokenNormV
 
         after_{n,d} = (before_{n,d} - mean_n) / std_n * γ_d + β_d,  std_n = sqrt(var_n + eps)
 
-    mean and std are the recorded hook_mean / hook_scale; γ, β come from the model's weights."""
+    mean, std and the standardised vectors are the recorded hook_mean, hook_scale and hook_normalized; γ, β come
+    from the model's weights."""
     site = norm_site(rec, layer, which)
     before = token_norm_input(rec, layer, which)
     mean = rec[f"{site}.hook_mean"].astype(np.float64)
-    std = rec[f"{site}.hook_scale"].astype(np.float64)
+    std = rec[f"{site}.hook_scale"][:, 0].astype(np.float64)  # [N, 1] -> [N]
     gamma, beta, _ = token_norm_parameters(model, layer, which)
-    standardized = (before - mean[:, None]) / std[:, None]
-    return TokenNormView(site, before, mean, std, standardized, gamma, beta,
-                         rec[f"{site}.hook_normalized"].astype(np.float64))
+    standardized = rec[f"{site}.hook_normalized"].astype(np.float64)
+    return TokenNormView(site, before, mean, std, standardized, gamma, beta, standardized * gamma + beta)
 
 
 @dataclass

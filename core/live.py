@@ -29,11 +29,14 @@ import multiprocessing
 import os
 import queue
 import shutil
+import sys
 import threading
 import time
+import types
 import uuid
 import zipfile
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -536,10 +539,28 @@ def _processes():
     """Where training processes come from: a fork server, started clean (no server threads to inherit) with this
     module imported once, so a run starts in a fraction of a second."""
     context = multiprocessing.get_context("forkserver")
-    # imported once by the fork server, not again by every run: __main__ (multiprocessing imports it in a child),
-    # this module, and torch._dynamo, which an optimizer's first construction imports (3-4 s)
-    context.set_forkserver_preload(["__main__", "core.live", "torch._dynamo"])
+    # imported once by the fork server, not again by every run: this module, and torch._dynamo, which an
+    # optimizer's first construction imports (3-4 s)
+    context.set_forkserver_preload(["core.live", "torch._dynamo"])
     return context
+
+
+_main_lock = threading.Lock()
+
+
+@contextmanager
+def _main_hidden():
+    """multiprocessing makes a new process import the parent's __main__ first; under Streamlit that is the page
+    script the server ran last (any session's), which would then run, bare, in the training process or the fork
+    server. Their entry points import by name, so hide __main__ while they start."""
+    with _main_lock:
+        saved = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if saved is not None:
+                sys.modules["__main__"] = saved
 
 
 def warm_up() -> None:
@@ -550,7 +571,8 @@ def warm_up() -> None:
 
     lower_priority()
     _processes()
-    forkserver.ensure_running()
+    with _main_hidden():
+        forkserver.ensure_running()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -587,7 +609,8 @@ class LiveRun:
         self._saved_as: str | None = None
 
     def start(self) -> None:
-        self._process.start()
+        with _main_hidden():
+            self._process.start()
         self._receiver.start()
 
     def owned_by(self, owner: str | None) -> bool:

@@ -17,8 +17,8 @@ Each `Step` recomputes one quantity in float64 from the previous step's numbers 
 carries the recorded tensor it must equal: `max_diff` is the largest |difference| (float32 rounding, ~1e-7).
 The model's own functions do the position encodings (RoPE rotation: core.positions.apply_rope with the angles of
 Transformer.position_context; ALiBi and relative biases: MultiHeadSelfAttention.position_bias), TokenNorm uses
-core.lens.apply_token_norm, the MLP the model's F.gelu; the mask is read from the recording (its scores are −∞
-where a key is hidden).
+core.lens.apply_token_norm, the MLP the model's own activation (core.model.activate); the mask is read from the
+recording (its scores are −∞ where a key is hidden). A pretrained model's attention biases enter each formula.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from functools import partial
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from core.lens import apply_token_norm
-from core.model import Transformer
+from core.model import Transformer, activate
 from core.positions import apply_rope
 from core.recording import Recording, block_hook
 
@@ -86,8 +85,12 @@ def _weight(linear: torch.nn.Module) -> np.ndarray:
     return linear.weight.detach().double().numpy()
 
 
-def _bias(linear: torch.nn.Module) -> np.ndarray:
-    return linear.bias.detach().double().numpy()[:, None]  # [out, 1], broadcast over the N tokens
+def _bias(linear: torch.nn.Module, rows: slice = slice(None)) -> np.ndarray:
+    """The layer's bias (its `rows`) as [out, 1], broadcast over the N tokens; 0 for a layer without one (our models'
+    attention: a pretrained GPT-2, BERT or ViT has them)."""
+    if linear.bias is None:
+        return np.zeros((1, 1))
+    return linear.bias.detach().double().numpy()[rows, None]
 
 
 HEAD_FIRST = ("attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_pos_bias")  # [H, N(query), N(key)]
@@ -119,6 +122,14 @@ def _token_norm(x: np.ndarray, norm: torch.nn.Module) -> np.ndarray:
     """TokenNorm (seed 001 §2.3) of each column (token) of a D×N matrix, with the model's γ, β and ε."""
     gamma, beta = norm.weight.detach().double().numpy(), norm.bias.detach().double().numpy()
     return apply_token_norm(x.T, gamma, beta, norm.eps).T
+
+
+def _norm_step(title: str, latex: str, x: np.ndarray, norm: torch.nn.Module, rec: Recording, name: str) -> Step:
+    """TokenNorm of x (D×N) checked against the recorded `name` (…hook_normalized, standardised before γ, β as
+    in TransformerLens) scaled and shifted by the model's γ, β: what the next sublayer read."""
+    gamma, beta = norm.weight.detach().double().numpy(), norm.bias.detach().double().numpy()
+    return Step(title, latex, _token_norm(x, norm), name,
+                paper_layout(rec, name) * gamma[:, None] + beta[:, None])  # D×N
 
 
 @dataclass(frozen=True)
@@ -191,11 +202,12 @@ def _head_maths(model: Transformer, rec: Recording, layer: int, head: int, X: np
     U_o = _weight(attn.W_O)[:, rows]  # [D, K]
     hook = partial(block_hook, layer)
     steps: dict[str, Step] = {}
-    Q, K = U_q @ X, U_k @ X  # [K, N] each
-    steps["queries"] = _checked("Queries", r"Q_h = U_{q,h}\,X \quad (q_{h,n} = U_{q,h}\,x_n,\ \text{eq. 6})", Q,
-                                rec, hook("attn.hook_q"), head)
-    steps["keys"] = _checked("Keys", r"K_h = U_{k,h}\,X \quad (k_{h,n} = U_{k,h}\,x_n,\ \text{eq. 6})", K,
-                             rec, hook("attn.hook_k"), head)
+    b = " + b" if attn.W_Q.bias is not None else ""  # a pretrained model's biases, written into each formula
+    Q, K = U_q @ X + _bias(attn.W_Q, rows), U_k @ X + _bias(attn.W_K, rows)  # [K, N] each
+    steps["queries"] = _checked("Queries", rf"Q_h = U_{{q,h}}\,X{b}_{{q,h}} \quad (q_{{h,n}} = U_{{q,h}}\,x_n{b}_{{q,h}},"
+                                r"\ \text{eq. 6})", Q, rec, hook("attn.hook_q"), head)
+    steps["keys"] = _checked("Keys", rf"K_h = U_{{k,h}}\,X{b}_{{k,h}} \quad (k_{{h,n}} = U_{{k,h}}\,x_n{b}_{{k,h}},"
+                             r"\ \text{eq. 6})", K, rec, hook("attn.hook_k"), head)
     position = model.position_context(rec.meta.get("pe", model.cfg.pos_encoding), n, "cpu")
     if position.encoding == "rope":  # q and k turned by their positions (seed 003 §7.3, Definition 7.3)
         Q, K = _rotate(Q, position.rope_angles), _rotate(K, position.rope_angles)
@@ -222,10 +234,12 @@ def _head_maths(model: Transformer, rec: Recording, layer: int, head: int, X: np
     steps["pattern"] = _checked(
         "Softmax over each column", r"[A_h]_{n',n} = \frac{\exp S_h[n', n]}{\sum_{n''} \exp S_h[n'', n]}"
         r",\qquad \sum_{n'} [A_h]_{n',n} = 1 \quad \text{(eq. 5)}", A, rec, hook("attn.hook_pattern"), head)
-    steps["z"] = _checked("Values, mixed by A", r"Z_h = (U_{v,h}\,X)\,A_h", U_v @ X @ A, rec, hook("attn.hook_z"),
-                          head)  # [K, D] @ [D, N] @ [N, N]
-    steps["head output"] = Step("This head's output", r"V_h\,X\,A_h,\qquad V_h = U_h\,U_{v,h}\ (D\times D,"
-                                r"\ \text{footnote 13})", (U_o @ U_v) @ X @ A)  # [D, D] @ [D, N] @ [N, N]
+    values = U_v @ X + _bias(attn.W_V, rows)  # [K, D] @ [D, N] -> [K, N]
+    steps["z"] = _checked("Values, mixed by A", rf"Z_h = (U_{{v,h}}\,X{b}_{{v,h}})\,A_h", values @ A, rec,
+                          hook("attn.hook_z"), head)  # [K, N] @ [N, N]
+    steps["head output"] = Step("This head's output", rf"V_h\,X\,A_h{' + U_h b_{v,h}' if b else ''},\qquad V_h = "
+                                r"U_h\,U_{v,h}\ (D\times D,\ \text{footnote 13})",
+                                U_o @ values @ A)  # [D, K] @ [K, N] @ [N, N]  (columns of A sum to 1)
     return HeadMaths(head, U_q, U_k, U_v, U_o, steps)
 
 
@@ -249,10 +263,10 @@ def layer_maths(model: Transformer, rec: Recording, layer: int) -> LayerMaths:
     hook = partial(block_hook, layer)
     stream = paper_layout(rec, hook("hook_resid_pre"))  # X^(m-1), D×N
     if pre:
-        X = _checked("TokenNorm before attention",
-                     r"X = \mathrm{TokenNorm}(X^{(m-1)}),\quad \bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}"
-                     r"{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d",
-                     _token_norm(stream, block.ln1), rec, hook("ln1.hook_normalized"))
+        X = _norm_step("TokenNorm before attention",
+                       r"X = \mathrm{TokenNorm}(X^{(m-1)}),\quad \bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}"
+                       r"{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d",
+                       stream, block.ln1, rec, hook("ln1.hook_normalized"))
         x_in = X.recorded  # what the model's attention read
     else:
         X = Step("The input: the stream itself (post-LN)",
@@ -261,20 +275,21 @@ def layer_maths(model: Transformer, rec: Recording, layer: int) -> LayerMaths:
     heads = [_head_maths(model, rec, layer, h, x_in) for h in range(model.cfg.n_heads)]
     steps = {
         "multi-head sum": _checked(
-            "Multi-head self-attention", r"Y = \sum_{h=1}^{H} V_h\,X\,A_h \quad \text{(eq. 4)}",
-            sum(h.steps["head output"].value for h in heads), rec, hook("hook_attn_out")),
+            "Multi-head self-attention", r"Y = \sum_{h=1}^{H} V_h\,X\,A_h \quad \text{(eq. 4)}"
+            + (r" \;+\; b_O" if block.attn.W_O.bias is not None else ""),
+            sum(h.steps["head output"].value for h in heads) + _bias(block.attn.W_O), rec, hook("hook_attn_out")),
         "concat then project": _checked(
             "The same, as concatenate-then-project",
             r"Y = W_O \begin{bmatrix} U_{v,1} X A_1 \\ \vdots \\ U_{v,H} X A_H \end{bmatrix},\quad "
             r"W_O = [\,U_1 \cdots U_H\,]",
-            _weight(block.attn.W_O) @ np.concatenate([h.steps["z"].value for h in heads]),  # [D, HK] @ [HK, N]
-            rec, hook("hook_attn_out"))}
+            _weight(block.attn.W_O) @ np.concatenate([h.steps["z"].value for h in heads])  # [D, HK] @ [HK, N]
+            + _bias(block.attn.W_O), rec, hook("hook_attn_out"))}
     Y = steps["multi-head sum"].value
     if pre:
         mid = stream + Y
         steps["residual 1"] = _checked("Residual", r"X' = X^{(m-1)} + Y", mid, rec, hook("hook_resid_mid"))
-        steps["token norm 2"] = _checked("TokenNorm before the MLP", r"\bar X' = \mathrm{TokenNorm}(X')",
-                                         _token_norm(mid, block.ln2), rec, hook("ln2.hook_normalized"))
+        steps["token norm 2"] = _norm_step("TokenNorm before the MLP", r"\bar X' = \mathrm{TokenNorm}(X')",
+                                           mid, block.ln2, rec, hook("ln2.hook_normalized"))
         mlp_in = steps["token norm 2"].value
     else:
         mid = mlp_in = _token_norm(stream + Y, block.ln1)
@@ -296,7 +311,7 @@ def _mlp_steps(mlp: torch.nn.Module, rec: Recording, layer: int, x: np.ndarray, 
     """Stage 2 (seed 001 §2.2): the same MLP on every column (token) of x, D×N, written `symbol` in the formulas."""
     hook = partial(block_hook, layer)
     hidden = _weight(mlp.fc_in) @ x + _bias(mlp.fc_in)  # [d_mlp, D] @ [D, N] -> [d_mlp, N]
-    active = F.gelu(torch.from_numpy(hidden)).numpy()  # the model's own activation
+    active = activate(torch.from_numpy(hidden), mlp.activation).numpy()  # the model's own activation
     return {
         "mlp hidden": _checked("MLP, first layer", rf"H = W_1\,{symbol} + b_1", hidden, rec, hook("mlp.hook_pre")),
         "mlp activation": _checked("GELU", r"G = \mathrm{GELU}(H) = H\,\Phi(H)", active, rec, hook("mlp.hook_post")),

@@ -71,6 +71,9 @@ class TokenNorm(nn.Module):
     """LayerNorm applied to each token separately (seed 001 §2.3, which calls it TokenNorm):
 
         x̄_{d,n} = (x_{d,n} - mean(x_n)) / sqrt(var(x_n) + eps) * gamma_d + beta_d
+
+    Recorded as TransformerLens records LayerNorm: hook_scale = sqrt(var + eps) [N, 1] and hook_normalized =
+    (x - mean) / scale, *before* gamma and beta [N, D]; hook_mean [N] is ours (TransformerLens has none).
     """
 
     def __init__(self, d_model: int, eps: float):
@@ -82,10 +85,9 @@ class TokenNorm(nn.Module):
     def forward(self, x: torch.Tensor, record: Recorder, prefix: str) -> torch.Tensor:
         mean = x.mean(dim=-1, keepdim=True)  # [B, N, 1]
         centred = x - mean
-        scale = (centred.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt()  # [B, N, 1]
-        record(f"{prefix}.hook_mean", mean.squeeze(-1))
-        record(f"{prefix}.hook_scale", scale.squeeze(-1))
-        return record(f"{prefix}.hook_normalized", centred / scale * self.weight + self.bias)
+        scale = record(f"{prefix}.hook_scale", (centred.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt())
+        record(f"{prefix}.hook_mean", mean.squeeze(-1))  # [B, N]
+        return record(f"{prefix}.hook_normalized", centred / scale) * self.weight + self.bias
 
 
 @dataclass
@@ -128,17 +130,18 @@ class MultiHeadSelfAttention(nn.Module):
     """MHSA (seed 001 eqs. 4–6): Y = Σ_h V_h X A_h with q_{h,n} = U_{q,h} x_n, k_{h,n} = U_{k,h} x_n.
 
     V_h = U_h U_{v,h} (footnote 13): U_{v,h} is head h's slice of W_V, U_h its slice of W_O.
-    No biases, so this sum is exactly what is computed.
+    Our models have no biases, so this sum is exactly what is computed; a pretrained GPT-2, BERT or ViT has them
+    (cfg.attn_bias): b_Q, b_K shift queries and keys, b_V rides in every head's z, b_O is added once.
     """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
         inner = cfg.n_heads * cfg.head_dim
-        self.W_Q = nn.Linear(cfg.d_model, inner, bias=False)
-        self.W_K = nn.Linear(cfg.d_model, inner, bias=False)
-        self.W_V = nn.Linear(cfg.d_model, inner, bias=False)
-        self.W_O = nn.Linear(inner, cfg.d_model, bias=False)
+        self.W_Q = nn.Linear(cfg.d_model, inner, bias=cfg.attn_bias)
+        self.W_K = nn.Linear(cfg.d_model, inner, bias=cfg.attn_bias)
+        self.W_V = nn.Linear(cfg.d_model, inner, bias=cfg.attn_bias)
+        self.W_O = nn.Linear(inner, cfg.d_model, bias=cfg.attn_bias)
         self.relative = (RelativeBias(cfg.n_heads, cfg.relative_buckets, cfg.relative_max_distance,
                                       bidirectional=not cfg.is_causal)
                          if cfg.pos_encoding == "relative" else None)
@@ -183,10 +186,16 @@ class MLP(nn.Module):
         super().__init__()
         self.fc_in = nn.Linear(cfg.d_model, cfg.d_mlp)
         self.fc_out = nn.Linear(cfg.d_mlp, cfg.d_model)
+        self.activation = cfg.activation
 
     def forward(self, x: torch.Tensor, record: Recorder, prefix: str) -> torch.Tensor:
         hidden = record(f"{prefix}.hook_pre", self.fc_in(x))  # [B, N, d_mlp]
-        return self.fc_out(record(f"{prefix}.hook_post", F.gelu(hidden)))
+        return self.fc_out(record(f"{prefix}.hook_post", activate(hidden, self.activation)))
+
+
+def activate(x: torch.Tensor, activation: str) -> torch.Tensor:
+    """GELU(x) = x Φ(x); "gelu_tanh" is GPT-2's approximation 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))."""
+    return F.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
 
 
 class Block(nn.Module):
@@ -248,8 +257,14 @@ class Transformer(nn.Module):
                 self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
         if cfg.pos_encoding == "learned":
             self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
+        if cfg.segment_embed:  # BERT's token-type embedding of segment A, the same for every token of one text
+            self.token_type_embed = nn.Parameter(torch.zeros(cfg.d_model))
+        self.ln_embed = TokenNorm(cfg.d_model, cfg.ln_eps) if cfg.embed_norm else None
         self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = TokenNorm(cfg.d_model, cfg.ln_eps) if cfg.norm == "pre" else None
+        if cfg.head_transform:  # BERT's MLM head: x -> TokenNorm(act(W x + b)) before the unembedding
+            self.head_dense = nn.Linear(cfg.d_model, cfg.d_model)
+            self.head_ln = TokenNorm(cfg.d_model, cfg.ln_eps)
         n_outputs = cfg.n_classes if cfg.head == "classifier" else cfg.vocab_size
         self.unembed = nn.Linear(cfg.d_model, n_outputs)
         self.apply(_init_weights)
@@ -272,6 +287,10 @@ class Transformer(nn.Module):
         position = self.position_context(pe, start + n, x.device, start)
         e = self.position_embedding(position.encoding, start + n, x.device)[:, start:]  # [1, N, D]: e_start..
         x = x + recorder("hook_pos_embed", e.expand(batch, -1, -1))
+        if self.cfg.segment_embed:
+            x = x + recorder("hook_token_type_embed", self.token_type_embed.expand(batch, n, -1))
+        if self.ln_embed is not None:
+            x = self.ln_embed(x, recorder, "embed_ln")
         allowed = self.allowed(mask, start + n, batch, valid, x.device)[:, start:]  # [B, N, start + N]
         if cache is not None and (allowed & ~causal_mask(start + n, x.device)[start:]).any():
             raise ValueError("a key/value cache needs a mask under which no token sees a later one "
@@ -280,7 +299,7 @@ class Transformer(nn.Module):
             x = block(x, allowed, position, recorder, cache)
         if self.ln_final is not None:
             x = self.ln_final(x, recorder, "ln_final")
-        logits = self.head(x, valid)
+        logits = self.head(self.transform(x, recorder), valid)
         if self.cfg.head == "classifier":
             recorder("logits", logits, ())
         else:
@@ -358,6 +377,12 @@ class Transformer(nn.Module):
         if valid is not None:
             allowed = allowed & padding_mask(valid.to(device))
         return allowed
+
+    def transform(self, x: torch.Tensor, record: Recorder | None = None) -> torch.Tensor:
+        """What the unembedding reads: the final stream itself, or BERT's TokenNorm(act(W x + b)) of it."""
+        if not self.cfg.head_transform:
+            return x
+        return self.head_ln(activate(self.head_dense(x), self.cfg.activation), record or Recorder(False), "ln_final")
 
     def head(self, x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
         if self.cfg.head != "classifier":

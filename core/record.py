@@ -13,12 +13,14 @@ from functools import lru_cache
 
 import torch
 
+from core import pretrained
 from core.checkpoint import ModelCard
 from core.config import MASK_KINDS, POSITION_ENCODINGS, ConfigError
 from core.masks import MaskSpec
 from core.model import Transformer
 from core.recording import Recording
 from core.registry import DEFAULT_TEXT_MODEL, UnknownModelError, describe, list_cards, load_model
+from core.pretrained import PretrainedTokenizer
 from core.tokenizer import TextTokenizer
 
 MAX_TEXT_CHARS = 20_000  # beyond this no bundled model's context can hold the text; refuse before tokenizing
@@ -33,16 +35,25 @@ def tokenizer() -> TextTokenizer:
     return TextTokenizer()
 
 
-def encode_text(text: str, max_len: int) -> tuple[list[int], list[str], list[bool]]:
-    """Token ids, surface tokens and unknown flags of a text, checked against the context length."""
+def text_tokenizer(card: ModelCard | None = None) -> TextTokenizer | PretrainedTokenizer:
+    """The tokenizer the model of `card` reads: ours, or a pretrained model's own."""
+    if card is not None and pretrained.is_pretrained(card.name):
+        return pretrained.load(pretrained.source_of(card.name)).tokenizer
+    return tokenizer()
+
+
+def encode_text(text: str, max_len: int, tok: TextTokenizer | PretrainedTokenizer | None = None
+                ) -> tuple[list[int], list[str], list[bool]]:
+    """Token ids, surface tokens and unknown flags of a text (by `tok`, ours by default), checked against the
+    context length."""
     if not text or not text.strip() or all(unicodedata.category(c)[0] in "CZ" for c in text):
         raise TextInputError("the text is empty: type a few words")
     if len(text) > MAX_TEXT_CHARS:
         raise TextInputError(f"the text has {len(text):,} characters; this model reads at most "
                              f"{max_len} tokens, so shorten it")
-    encoded = tokenizer().encode(text)
+    encoded = (tok or tokenizer()).encode(text)
     if len(encoded.ids) > max_len:
-        raise TextInputError(f"the text has {len(encoded.ids)} tokens (with [BOS]) but this model's "
+        raise TextInputError(f"the text has {len(encoded.ids)} tokens (with its first token) but this model's "
                              f"context length is {max_len}; shorten it")
     return encoded.ids, encoded.tokens, encoded.is_unknown
 
@@ -50,8 +61,9 @@ def encode_text(text: str, max_len: int) -> tuple[list[int], list[str], list[boo
 @torch.no_grad()
 def record_text(model: Transformer, text: str, mask: str | MaskSpec | torch.Tensor | None = None,
                 pe: str | None = None, card: ModelCard | None = None) -> Recording:
-    """The recording of the model's forward pass on `text` (with [BOS] first), tokens in its meta."""
-    ids, tokens, unknown = encode_text(text, model.cfg.max_len)
+    """The recording of the model's forward pass on `text` (with [BOS] first, or a pretrained model's own first
+    tokens), tokens in its meta."""
+    ids, tokens, unknown = encode_text(text, model.cfg.max_len, text_tokenizer(card))
     recording = model(torch.tensor([ids]), mask=mask, pe=pe, record=True).recording
     recording.meta.update(tokens=tokens, ids=ids, unknown=unknown, text=text,
                           model=card.name if card else None)

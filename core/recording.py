@@ -1,15 +1,29 @@
 """The recording of one forward pass: every intermediate, named like TransformerLens hook points.
 
 Arrays have no batch dimension. Shapes (N tokens, D features, H heads, K head size):
-  hook_embed, hook_pos_embed                                   [N, D]
+  hook_embed, hook_pos_embed                                   [N, D]   (hook_token_type_embed: BERT)
   blocks.{l}.hook_resid_pre / _mid / _post, hook_attn_out, hook_mlp_out   [N, D]
-  blocks.{l}.ln1.hook_mean, ln1.hook_scale                     [N]   (also ln2, ln_final)
-  blocks.{l}.ln1.hook_normalized                               [N, D]
+  blocks.{l}.ln1.hook_scale                                    [N, 1]  sqrt(var + eps) (also ln2, ln_final, embed_ln)
+  blocks.{l}.ln1.hook_normalized                               [N, D]  (x - mean) / scale, before gamma and beta
+  blocks.{l}.ln1.hook_mean                                     [N]     ours: TransformerLens records no mean
   blocks.{l}.attn.hook_q, hook_k, hook_v, hook_z               [N, H, K]  (hook_rot_q, hook_rot_k with RoPE)
   blocks.{l}.attn.hook_attn_scores, hook_pattern               [H, N, N]  row = query, key across
   blocks.{l}.attn.hook_pos_bias                                [H, N, N]  (ALiBi, relative)
   blocks.{l}.mlp.hook_pre, mlp.hook_post                       [N, d_mlp]
   logits                                                       [N, vocabulary] or [classes]
+
+Every name TransformerLens 4.3 (TransformerBridge) also records means what it means there, with these differences
+(tests/test_pretrained.py checks the rest on GPT-2 and BERT built from configs):
+  hook_attn_scores   masked entries are -inf here, the dtype's most negative number there; the rest are equal
+                     (GPT-2). TransformerBridge's BERT scores are neither q.k/sqrt(K) of its own hook_q, hook_k nor
+                     what its hook_pattern is the softmax of (off by up to 0.09 on a tiny BERT): ours are both.
+  post-LN models (BERT): our hook_attn_out / hook_mlp_out are the sublayer's output W_O z + b_O (seed 001's MHSA),
+                     before the residual sum and TokenNorm; TransformerBridge hooks BERT's whole attention module,
+                     whose output is TokenNorm(x + W_O z + b_O) (our hook_resid_mid); so hook_resid_mid differs too.
+  ln_final           in BERT the MLM head's TokenNorm (after its dense + GELU), as TransformerBridge names it.
+  hook_embed         always the token embedding. TransformerBridge's BERT aliases hook_embed to the embeddings'
+                     output after their TokenNorm (our blocks.0.hook_resid_pre); its embed.hook_out is ours.
+  hook_token_type_embed  BERT's segment embedding, HookedEncoder's name (TransformerBridge: token_type_embed.hook_out).
 """
 
 from __future__ import annotations

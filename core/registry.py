@@ -9,6 +9,7 @@ directory). A bundled model's name wins over a user run's of the same name.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
+from core import pretrained
 from core.checkpoint import ModelCard, load_checkpoint, read_card
 from core.model import Transformer
 
@@ -151,9 +153,43 @@ def card_path(name: str, directory: Path = MODELS_DIR) -> Path:
 
 @lru_cache(maxsize=32)
 def load_model(name: str, directory: Path = MODELS_DIR) -> tuple[Transformer, ModelCard]:
-    """A bundled model (or saved user run) in eval mode, loaded once per process. Saved runs are never
-    overwritten (core/live.py refuses a taken name), so a cached one stays the one on disk."""
+    """A bundled model (or saved user run, or pretrained "hf:…" model) in eval mode, loaded once per process.
+    Saved runs are never overwritten (core/live.py refuses a taken name), so a cached one stays the one on disk."""
+    if pretrained.is_pretrained(name):
+        opened = pretrained.load(pretrained.source_of(name))
+        return opened.model, opened.card
     return load_checkpoint(card_path(name, directory))
+
+
+PRETRAINED_TASKS = ("pretrained-lm", "pretrained-mlm")  # text models a user has (core/pretrained.py)
+_pretrained_lock = threading.Lock()
+_pretrained: dict[str, tuple[float, list[ModelCard]]] = {}  # "" -> (when read, the cached models' cards)
+PRETRAINED_SECONDS = 60.0  # how long the list of cached pretrained models is kept before the cache is scanned again
+
+
+def pretrained_cards(opened: tuple[str, ...] = ()) -> list[ModelCard]:
+    """The cards of the pretrained models in the local Hugging Face cache (rescanned every PRETRAINED_SECONDS),
+    then of the sources in `opened` (folders or names a user opened); [] without `transformers`. A source that
+    cannot be read is left out (opening it says why)."""
+    if not pretrained.available():
+        return []
+    with _pretrained_lock:
+        stamp, cards = _pretrained.get("", (-math.inf, []))
+        if time.monotonic() - stamp > PRETRAINED_SECONDS:
+            cards = _readable_cards(pretrained.cached_sources())
+            _pretrained[""] = (time.monotonic(), cards)
+    names = {card.name for card in cards}
+    return cards + _readable_cards([source for source in opened if pretrained.PREFIX + source not in names])
+
+
+def _readable_cards(sources: list[str]) -> list[ModelCard]:
+    cards = []
+    for source in sources:
+        try:
+            cards.append(pretrained.card_for(source))
+        except pretrained.PretrainedError:
+            continue
+    return cards
 
 
 QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction); most telling first

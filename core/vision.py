@@ -15,10 +15,12 @@ without one, patch k is n = k. Attention arrays are in the common layout of the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from PIL import Image
 
 from core.analysis import rollout
 from core.config import PARAMETER_FREE_ENCODINGS
@@ -92,24 +94,37 @@ def image_encodings(own: str) -> list[str]:
     return [own] + [pe for pe in IMAGE_ENCODINGS if pe != own and pe in PARAMETER_FREE_ENCODINGS]
 
 
-def record_image(model: Transformer, image: np.ndarray, pe: str | None = None,
-                 meta: dict | None = None) -> ImageRecording:
-    """Run one uint8 [H, W, 3] image through `model` (pe: None for its own encoding, or an ablation)."""
+def fit_image(image: np.ndarray, size: int) -> np.ndarray:
+    """A square uint8 [S, S, 3] image at the size a model reads, [size, size, 3]: our 32-pixel samples and drawings
+    scaled up pixel by pixel (nearest) for a pretrained ViT of 224, anything larger scaled down smoothly."""
+    if image.shape[0] == size:
+        return image
+    resample = Image.NEAREST if image.shape[0] < size else Image.BILINEAR
+    return np.asarray(Image.fromarray(image).resize((size, size), resample))
+
+
+def record_image(model: Transformer, image: np.ndarray, pe: str | None = None, meta: dict | None = None,
+                 classes: Sequence[str] | None = None) -> ImageRecording:
+    """Run one square uint8 [S, S, 3] image through `model` (pe: None for its own encoding, or an ablation), first
+    fitted to the size it reads (fit_image; meta "resized_from" says so). classes: the names of its outputs
+    (a pretrained model's own labels); ours by default."""
     cfg = model.cfg
     if cfg.input != "patches":
         raise ValueError("this is not an image model (its input is tokens)")
     image = np.asarray(image)
-    if image.shape != (cfg.image_size, cfg.image_size, 3) or image.dtype != np.uint8:
-        raise ValueError(f"the model takes uint8 images of shape ({cfg.image_size}, {cfg.image_size}, 3), got "
-                         f"{image.dtype} {image.shape}")
+    if image.ndim != 3 or image.shape[0] != image.shape[1] or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"the model takes square uint8 RGB images, got {image.dtype} {image.shape}")
+    fitted = fit_image(image, cfg.image_size)
     with torch.no_grad():
-        output = model(images_to_tensor(image[None]), pe=pe, record=True)
+        output = model(images_to_tensor(fitted[None]), pe=pe, record=True)
     recording = output.recording
     recording.meta.update(meta or {})
+    if fitted is not image:
+        recording.meta["resized_from"] = image.shape[0]
     probabilities = torch.softmax(output.logits[0].double(), dim=-1).numpy()
-    # "nothing" came last, so a model trained before it (six classes) reads its classes from the same list
-    classes = CLASSES[:cfg.n_classes] if cfg.n_classes <= len(CLASSES) else tuple(str(i) for i in range(cfg.n_classes))
-    return ImageRecording(recording, image.copy(), probabilities, classes)
+    if classes is None:  # "nothing" came last, so a model trained before it (six classes) reads the same list
+        classes = CLASSES[:cfg.n_classes] if cfg.n_classes <= len(CLASSES) else tuple(map(str, range(cfg.n_classes)))
+    return ImageRecording(recording, fitted.copy(), probabilities, tuple(classes))
 
 
 def patch_token(model: Transformer, run: ImageRecording, patch: int) -> PatchToken:

@@ -29,14 +29,14 @@ import streamlit as st  # noqa: E402
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.runtime.state.session_state_proxy import get_session_state  # noqa: E402
 
-from core import registry  # noqa: E402
+from core import pretrained, registry  # noqa: E402
 from core.checkpoint import ModelCard  # noqa: E402
 from core.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS, ConfigError  # noqa: E402
 from core.lru import ByteLRU  # noqa: E402
 from core.masks import MaskSpec  # noqa: E402
 from core.model import Transformer  # noqa: E402
 from core.predictions import Grade  # noqa: E402
-from core.record import TextInputError, record_text, tokenizer  # noqa: E402
+from core.record import TextInputError, record_text, text_tokenizer  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from core.visible import make_visible  # noqa: E402
 
@@ -80,9 +80,79 @@ def model_cards(tasks: tuple[str, ...]) -> list[ModelCard]:
     return [card for card in bundled + runs if card.task in tasks]
 
 
-def text_cards() -> list[ModelCard]:
-    """The text models' cards, bundled then saved runs."""
-    return model_cards(registry.TEXT_TASKS)
+def text_cards(pretrained: bool = False) -> list[ModelCard]:
+    """The text models' cards, bundled then saved runs; with `pretrained` (the pages that read any recording: text
+    explorer, residual stream, TokenNorm), then the user's pretrained GPT-2 and BERT models (core/pretrained.py):
+    those in the Hugging Face cache, and those this session opened from a folder or by name."""
+    cards = model_cards(registry.TEXT_TASKS)
+    if not pretrained:
+        return cards
+    return cards + [card for card in registry.pretrained_cards(tuple(st.session_state.get(OPENED, ())))
+                    if card.task in registry.PRETRAINED_TASKS]
+
+
+def is_pretrained(card: ModelCard) -> bool:
+    """A user's pretrained model (core/pretrained.py), not one of ours."""
+    return pretrained.is_pretrained(card.name)
+
+
+OPENED = "pretrained_opened"  # session state: the pretrained sources this session opened by folder or name
+OPEN_FOLDERS_ENV = "ATTENTION_LAB_OPEN_FOLDERS"  # "0": the server's folders cannot be opened from a page
+
+
+IMAGE_PRETRAINED = ("pretrained-image",)  # the task of a user's pretrained ViT
+
+
+def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) -> None:
+    """The sidebar's "Your own model" box: how to enable real models, or a field to open one by folder or by name
+    (a name in the local Hugging Face cache; downloaded only where the server allows). An opened model of one of
+    `tasks` joins this session's picker and is selected."""
+    image = tasks == IMAGE_PRETRAINED
+    with st.sidebar.expander(f"Your own model ({'ViT' if image else 'GPT-2, BERT'})", icon=":material/folder_open:"):
+        if not pretrained.available():
+            st.caption("Real pretrained models need the optional `transformers` package: run "
+                       f"`{pretrained.INSTALL_HINT}`, then restart the app. Nothing else changes without it.")
+            return
+        folders = os.environ.get(OPEN_FOLDERS_ENV, "1") != "0"
+        example = "google/vit-base-patch16-224" if image else "gpt2"
+        st.caption("Models in this computer's Hugging Face cache are in the picker already. "
+                   + (f"Open another by its folder or its cached name (for example {example})." if folders else
+                      f"Open another by its cached name (for example {example}); this server opens no folders."))
+        with st.form("open_pretrained", border=False):
+            source = st.text_input("Folder or name", max_chars=500, placeholder=f"{example} or /path/to/model")
+            if not st.form_submit_button("Open", icon=":material/upload:"):
+                return
+        source = (source or "").strip()
+        if not source:
+            return
+        if not folders and Path(source).expanduser().is_absolute():
+            show_input_error("this server opens models by their cached name only, not from its folders")
+            return
+        try:
+            card = pretrained.card_for(source)
+            registry.load_model(card.name)  # read the weights now: a broken checkpoint says so here
+        except pretrained.PretrainedError as error:
+            show_input_error(str(error))
+            return
+        if card.task not in tasks:
+            show_input_error(f"{pretrained.describe_source(source)} is {'a text' if image else 'an image'} model: open "
+                             f"it on the {'Text explorer' if image else 'Image attention'} page")
+            return
+        st.session_state[OPENED] = [*st.session_state.get(OPENED, []), source]
+        st.session_state[PICK_NEXT] = card.name  # the picker exists already: it takes the name on the rerun
+        st.rerun()
+
+
+PICK_NEXT = "model_next"  # session state: a model the picker selects on the next run (one just opened)
+
+
+def any_text_model_picker() -> tuple[list[ModelCard], ModelCard]:
+    """The picker of the pages that read any text recording: bundled models, saved runs and the user's pretrained
+    ones, with the "Your own model" box below it. (cards, the chosen card)."""
+    cards = text_cards(pretrained=True)
+    card = model_picker(cards)
+    open_pretrained_model()
+    return cards, card
 
 
 def model_label(card: ModelCard) -> str:
@@ -232,7 +302,7 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     if isinstance(recording, str):
         show_input_error(recording)
         st.stop()
-    unknown_warning(recording.meta["tokens"], recording.meta["unknown"])
+    unknown_warning(recording.meta["tokens"], recording.meta["unknown"], card)
     return text, recording
 
 
@@ -245,7 +315,7 @@ def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
     return numbered_labels(plain_token_labels(tokens, unknown))
 
 
-def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool]) -> None:
+def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool], card: ModelCard | None = None) -> None:
     """A warning when some tokens are not in the model's vocabulary (emoji, misspellings, words outside the
     grammar), naming them: the model reads them all as one [UNK] token. The words it knows follow, to pick from."""
     from core.figures.attention import plain_token_labels  # figures import plotly: only pages that draw pay
@@ -255,7 +325,9 @@ def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool]) -> None:
                                         if is_unknown))
         st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
                    f"⟨…⟩?): {literal(words)}", icon=":material/help:")
-        known_words_expander(tokenizer().known_words())
+        known = text_tokenizer(card).known_words()
+        if known:  # a subword vocabulary has no word list to pick from
+            known_words_expander(known)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -386,6 +458,8 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
     index = names.index(default) if default in names else 0
+    if st.session_state.get(PICK_NEXT) in names:
+        st.session_state["model"] = st.session_state.pop(PICK_NEXT)
     model_from_link(names)
     keep_in_url("model")
     name = st.sidebar.selectbox(

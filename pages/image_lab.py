@@ -30,9 +30,10 @@ from core.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageB
                            ImageInputError, LoadedImage, load_image)
 from core.vision import (ImageRecording, image_encodings, patch_attention,  # noqa: E402
                          patch_token, readout_attention, record_image, rollout_grid)
-from pages._common import (APPLY_LABELS, BIND, OWN, chosen_setting, get_model, keep_in_range,  # noqa: E402
-                           keep_in_url, layer_head_picker, model_cards, model_from_link, model_label,
-                           literal, models_dir, notation_switch, plotly_chart, show_input_error)
+from pages._common import (APPLY_LABELS, BIND, IMAGE_PRETRAINED, OPENED, OWN, PICK_NEXT,  # noqa: E402
+                           chosen_setting, get_model, is_pretrained, keep_in_range, keep_in_url, layer_head_picker,
+                           literal, model_cards, model_from_link, model_label, models_dir, notation_switch,
+                           open_pretrained_model, plotly_chart, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -51,8 +52,11 @@ NO_BAR = {"displaylogo": False, "displayModeBar": False}
 # ---------------------------------------------------------------------------------------------------------
 
 def image_cards() -> list[ModelCard]:
-    """The image models' cards, bundled then saved runs (read each run: models appear while training finishes)."""
-    return model_cards(IMAGE_TASKS)
+    """The image models' cards, bundled then saved runs (read each run: models appear while training finishes),
+    then the user's pretrained ViTs (core/pretrained.py)."""
+    opened = tuple(st.session_state.get(OPENED, ()))
+    return model_cards(IMAGE_TASKS) + [card for card in registry.pretrained_cards(opened)
+                                       if card.task in IMAGE_PRETRAINED]
 
 
 @st.cache_data(show_spinner=False, max_entries=len(TEST_SETS))
@@ -66,28 +70,29 @@ def held_out_samples(test_set: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def run_image(model: str, image: np.ndarray, pe: str | None, directory: str) -> ImageRecording | str:
     """The recording of one image (cached by model, pixels and encoding), or why it cannot be run."""
     try:
-        transformer, _ = get_model(model, directory)
-        return record_image(transformer, image, pe=pe, meta={"model": model})
+        transformer, card = get_model(model, directory)
+        return record_image(transformer, image, pe=pe, meta={"model": model}, classes=card.training.get("labels"))
     except (ConfigError, ValueError, registry.UnknownModelError) as error:
         return str(error)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def decode_upload(data: bytes) -> LoadedImage | str:
-    """An uploaded file as a 32 x 32 RGB image, or why it can't be used: decoded once per file content, so reruns
-    (a layer, a head, a patch) reuse it. "Busy" is raised, not returned, so that it is not cached."""
+def decode_upload(data: bytes, size: int) -> LoadedImage | str:
+    """An uploaded file as a size x size RGB image (the size the model reads), or why it can't be used: decoded once
+    per file content, so reruns (a layer, a head, a patch) reuse it. "Busy" is raised, not returned, so that it is
+    not cached."""
     try:
-        return load_image(data, size=32)
+        return load_image(data, size=size)
     except ImageBusyError:
         raise
     except ImageInputError as error:
         return str(error)
 
 
-def read_upload(data: bytes) -> LoadedImage | str:
+def read_upload(data: bytes, size: int) -> LoadedImage | str:
     """The decoded upload, or the loader's one-line message saying why it can't be used (now)."""
     try:
-        return decode_upload(data)
+        return decode_upload(data, size)
     except ImageBusyError as error:
         return str(error)
 
@@ -105,6 +110,8 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
     index = names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names else 0
+    if st.session_state.get(PICK_NEXT) in names:
+        st.session_state["model"] = st.session_state.pop(PICK_NEXT)
     model_from_link(names)
     keep_in_url("model")
     name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
@@ -131,6 +138,7 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None]:
                                   help="sample: " + SOURCES["sample"] + " (held out from training); upload: "
                                        "a PNG or JPEG of your own; draw: paint one on a grid.")
     source = source if source in SOURCES else "sample"
+    size = card.config.image_size
     if source == "sample":
         return choose_sample(card)
     if source == "upload":
@@ -138,15 +146,15 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None]:
             "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
             max_upload_size=MAX_UPLOAD_BYTES // 2 ** 20,
             help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB and {MAX_PIXELS / 1e6:.1f} megapixels (a JPEG "
-                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square and shrunk to 32×32 pixels, the "
-                 f"size the model was trained on.")
+                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square and shrunk to {size}×{size} "
+                 f"pixels, the size the model reads.")
         if uploaded is None:
-            st.info("Choose an image file above. The models were trained on one simple shape (circle, square, "
-                    "triangle, cross, ring, bar) or none (\"nothing\"), on plain, cluttered or drawn backgrounds, so "
-                    "photos will mostly confuse them.",
-                    icon="🖼️")
+            st.info("Choose an image file above. " + (
+                "The bundled models were trained on one simple shape (circle, square, triangle, cross, ring, bar) or "
+                "none (\"nothing\"), on plain, cluttered or drawn backgrounds, so photos will mostly confuse them."
+                if not is_pretrained(card) else f"{card.name} reads {size}×{size} photos."), icon="🖼️")
             return None, "", None
-        loaded = read_upload(uploaded.getvalue())
+        loaded = read_upload(uploaded.getvalue(), size)
         if isinstance(loaded, str):
             st.error(f"**Can't use this file:** {loaded}", icon="⚠️")
             return None, "", None
@@ -227,11 +235,14 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
     """The position-encoding toggle, as on the text explorer. Returns (model to run, pe ablation or None, notes)."""
     cfg = card.config
     col_pe, col_apply = st.columns([1, 1.3])
+    alone = is_pretrained(card)  # a user's pretrained model has no sibling trained with another encoding
     with col_apply:
         apply = st.radio("Apply a change as…", list(APPLY_LABELS), captions=list(APPLY_LABELS.values()),
-                         key="apply", bind=BIND, horizontal=True,
+                         key="apply", bind=BIND, horizontal=True, disabled=alone,
                          help="Ablation runs the same weights with another encoding (the model was not trained "
-                              "for it). The other choice loads the bundled model that was trained with it.")
+                              "for it). The other choice loads the bundled model that was trained with it."
+                              + (" A pretrained model has no such sibling: its changes are ablations." if alone else ""))
+        apply = "ablation" if alone else apply
     with col_pe:
         if apply == "trained model":
             trained = {c.config.pos_encoding for c in cards}
@@ -261,9 +272,12 @@ st.caption("A vision transformer cuts the image into patches, turns each patch i
            "(seed 001 §1.1, figure 2), and reads the class from a CLS token at n = 0 after the last block (§4.2).")
 cards = image_cards()
 card = image_model_picker(cards)
+open_pretrained_model(IMAGE_PRETRAINED)
 notation = notation_switch()
 
 image, described, true_label = choose_image(card)
+if is_pretrained(card):  # our samples' labels are not among its classes
+    true_label = None
 model_name, pe, notes = encoding_toggle(card, cards)
 for note in notes:
     st.info(note, icon="ℹ️")
@@ -297,8 +311,10 @@ with col_prediction:
                     config=NO_BAR)
     readout = ("the CLS token x₀ after the last block" if cfg.uses_cls
                else "the mean of all tokens after the last block (this model has no CLS token)")
-    st.caption(f"Softmax over the {len(run.classes)} classes of a linear map of {readout}. Input: {described}; "
-               f"position encoding in use: **{encoding}**.")
+    resized = (f", scaled from {rec.meta['resized_from']}×{rec.meta['resized_from']} to the {cfg.image_size}×"
+               f"{cfg.image_size} this model reads" if "resized_from" in rec.meta else "")
+    st.caption(f"Softmax over the {len(run.classes)} classes of a linear map of {readout}. Input: {described}"
+               f"{resized}; position encoding in use: **{encoding}**.")
 with col_image:
     st.subheader("The image, cut into patches")
     image_slot = st.empty()  # drawn once the patch is chosen below, so the chosen patch is outlined

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 if str(Path(__file__).resolve().parent.parent) not in sys.path:
@@ -23,18 +22,18 @@ from core.figures.stream import (contribution_bars, logit_lens_heatmap, predicti
                                  residual_norm_heatmap)
 from core.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
                        residual_norms)
-from core.record import tokenizer  # noqa: E402
-from pages._common import (BIND, get_model, keep_in_range, model_picker, models_dir, plotly_chart,  # noqa: E402
-                           text_cards, token_choices, typed_text_recording)
+from core.record import text_tokenizer  # noqa: E402
+from pages._common import (BIND, get_model, keep_in_range, any_text_model_picker, models_dir, plotly_chart,  # noqa: E402
+                           token_choices, typed_text_recording)
 
 PLOT_CONFIG = {"displaylogo": False}
 LENS_K = 5
 
 
-@lru_cache(maxsize=4)
-def vocabulary(size: int) -> tuple[str, ...]:
-    """The surface string of every token id the unembedding scores."""
-    tok = tokenizer()
+@st.cache_resource(max_entries=4, show_spinner=False)
+def vocabulary(name: str, size: int) -> tuple[str, ...]:
+    """The surface string of every token id the unembedding of model `name` scores."""
+    tok = text_tokenizer(get_model(name, str(models_dir()))[1])
     return tuple(tok.id_to_token(i) or f"#{i}" for i in range(size))
 
 
@@ -105,8 +104,7 @@ st.title("Residual stream")
 st.caption("Each token carries one vector through the model, the residual stream. Every attention and MLP "
            "sublayer reads it (through a TokenNorm) and *adds* its output back (seed 001 §2.3): "
            "x⁽ᵐ⁾ = x⁽ᵐ⁻¹⁾ + res(x⁽ᵐ⁻¹⁾). At the end the unembedding turns it into a guess (§4.1).")
-cards = text_cards()
-card = model_picker(cards)
+cards, card = any_text_model_picker()
 text, recording = typed_text_recording(card)
 if recording.config.head == "classifier":
     st.info("This page reads token predictions; a classifier has none.", icon="ℹ️")
@@ -114,7 +112,7 @@ if recording.config.head == "classifier":
 model, _ = get_model(card.name, str(models_dir()))
 cfg = recording.config
 tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
-vocab = vocabulary(model.unembed.out_features)
+vocab = vocabulary(card.name, model.unembed.out_features)
 reads = "next token" if cfg.head == "next_token" else "masked token"
 label = f"{card.name}, text: {text!r}"
 

@@ -32,10 +32,9 @@ from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, MIN_LINE_WEIG
 from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
-                           ablation_encodings, chosen_setting, get_recording, keep_in_range, keep_in_url,
-                           layer_head_picker, model_picker, notation_switch, plotly_chart,
-                           literal, show_input_error, text_cards, token_choices,
-                           trained_encodings, unknown_warning)
+                           ablation_encodings, any_text_model_picker, chosen_setting, get_recording, is_pretrained,
+                           keep_in_range, keep_in_url, layer_head_picker, literal, notation_switch, plotly_chart,
+                           show_input_error, token_choices, trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -73,11 +72,14 @@ def toggles(card, cards) -> tuple[Setting, Setting, bool, list[str]]:
     cfg = card.config
     own = Setting(card.name, window=cfg.window, stride=cfg.stride)
     col_mask, col_pe, col_apply = st.columns([1.2, 1, 1.3])
+    alone = is_pretrained(card)  # a user's pretrained model has no sibling trained with another choice
     with col_apply:
         apply = st.radio("Apply a change as…", list(APPLY_LABELS), captions=list(APPLY_LABELS.values()),
-                         key="apply", bind=BIND, horizontal=True,
+                         key="apply", bind=BIND, horizontal=True, disabled=alone,
                          help="Ablation runs the same weights with another mask or encoding (the model was not "
-                              "trained for it). The other choice loads the bundled model that was trained with it.")
+                              "trained for it). The other choice loads the bundled model that was trained with it."
+                              + (" A pretrained model has no such sibling: its changes are ablations." if alone else ""))
+        apply = "ablation" if alone else apply
         compare = st.toggle("Compare with the model's own setting", key="compare", bind=BIND,
                             help="Show the model's own setting and the chosen one side by side, and their difference.")
     with col_mask:
@@ -552,8 +554,8 @@ def explorer(card, cards, text: str, notation: str) -> None:
         return
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
-    st.markdown(f"**{len(tokens)} tokens** (with [BOS]): {literal(shown_tokens)}")
-    unknown_warning(tokens, unknown)
+    st.markdown(f"**{len(tokens)} tokens** (with {literal(tokens[0])} first): {literal(shown_tokens)}")
+    unknown_warning(tokens, unknown, card)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))
     st.caption(f"Running: {labels[1]}")
@@ -566,8 +568,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
 
 st.title("Text explorer")
 st.caption("Type a sentence and see where each attention head of a small trained transformer looks.")
-cards = text_cards()
-card = model_picker(cards)
+cards, card = any_text_model_picker()
 notation = notation_switch()
 text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
                     help="Lowercase words from the grammar work best; unknown words are shown as ⟨word⟩?. "

@@ -22,8 +22,8 @@ import streamlit as st  # noqa: E402
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
 from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from core.predictions import standardised  # noqa: E402
-from pages._common import (BIND, get_model, keep_in_range, literal, model_picker, models_dir,  # noqa: E402
-                           notation_switch, plotly_chart, predict_then_reveal, show_grade, text_cards,
+from pages._common import (BIND, get_model, keep_in_range, literal, any_text_model_picker, models_dir,  # noqa: E402
+                           notation_switch, plotly_chart, predict_then_reveal, show_grade,
                            token_choices, typed_text_recording, until_revealed)
 
 PLOT_CONFIG = {"displaylogo": False}
@@ -82,8 +82,7 @@ st.caption("Before attention and before the MLP, every token's vector is normali
            "(seed 001 §2.3, which calls LayerNorm *TokenNorm* for this reason).")
 st.latex(r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d,"
          r"\qquad \mathrm{mean}(x_n) = \tfrac1D \textstyle\sum_d x_{d,n}")
-cards = text_cards()
-card = model_picker(cards)
+cards, card = any_text_model_picker()
 notation = notation_switch()
 text, recording = typed_text_recording(card)
 model, _ = get_model(card.name, str(models_dir()))

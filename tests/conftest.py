@@ -4,7 +4,9 @@ under AppTest reading its models from there. A test file with other models overr
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,13 @@ from tiny_models import write_tiny_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "pages"
+
+# Pretrained models (core/pretrained.py) come from a Hugging Face cache made for the tests, never this machine's, and
+# nothing is fetched. Set before anything imports huggingface_hub, which reads these once; servers started by the
+# browser tests inherit them.
+HF_HOME = Path(tempfile.mkdtemp(prefix="attention-lab-hf-"))
+os.environ.update(HF_HOME=str(HF_HOME), HF_HUB_CACHE=str(HF_HOME / "hub"), HF_HUB_OFFLINE="1")
+os.environ.pop("ATTENTION_LAB_ALLOW_DOWNLOADS", None)
 
 
 @pytest.fixture(scope="module")

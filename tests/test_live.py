@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import sys
 import threading
 import time
 import zipfile
@@ -166,6 +167,19 @@ def test_a_run_trains_and_keeps_every_step_and_its_snapshots(reversal_run):
         expected = [[mirrored_score(snapshot.patterns[l, h], live.PROBE_LENGTH) for h in range(2)] for l in range(2)]
         np.testing.assert_allclose(snapshot.scores, expected)
     assert view.snapshots[0].patterns.tolist() != view.snapshots[-1].patterns.tolist()  # the heads changed
+
+
+def test_a_run_started_while_a_page_script_is_main_never_runs_that_script(tmp_path, monkeypatch):
+    """Streamlit makes the page it ran last sys.modules["__main__"]; multiprocessing would import that file first in
+    the training process (a page that cannot run bare then killed every run). The run must not see it."""
+    page = tmp_path / "page_that_breaks.py"
+    page.write_text("raise SystemExit('a page script ran in the training process')\n")
+    fake_main = type(sys)("__main__")
+    fake_main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    view = finished(RunSpec(steps=3, **TINY)).view()
+    assert view.status == "finished", view.message
+    assert sys.modules["__main__"] is fake_main  # put back for the server
 
 
 def test_the_run_leaves_other_threads_torch_thread_count_alone(reversal_run):

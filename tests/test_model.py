@@ -169,11 +169,14 @@ def test_token_norm_statistics_match_layer_norm():
     rec = record(model, ids(10))
     x = rec.tensors["blocks.0.hook_resid_pre"]
     ln = model.blocks[0].ln1
-    expected = F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps).detach()
-    np.testing.assert_allclose(rec["blocks.0.ln1.hook_normalized"], expected.numpy(), atol=1e-5)
+    standardised = F.layer_norm(x, (x.shape[-1],), eps=ln.eps)  # before gamma and beta, as TransformerLens records
+    np.testing.assert_allclose(rec["blocks.0.ln1.hook_normalized"], standardised.numpy(), atol=1e-5)
     np.testing.assert_allclose(rec["blocks.0.ln1.hook_mean"], x.mean(-1).numpy(), atol=1e-6)
-    np.testing.assert_allclose(rec["blocks.0.ln1.hook_scale"], torch.sqrt(x.var(-1, unbiased=False) + ln.eps).numpy(),
-                               rtol=1e-5)
+    np.testing.assert_allclose(rec["blocks.0.ln1.hook_scale"][:, 0],
+                               torch.sqrt(x.var(-1, unbiased=False) + ln.eps).numpy(), rtol=1e-5)
+    after = F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps).detach()  # what attention reads
+    q = after @ model.blocks[0].attn.W_Q.weight.detach().T
+    np.testing.assert_allclose(rec["blocks.0.attn.hook_q"].reshape(10, -1), q.numpy(), atol=1e-5)
 
 
 def test_residual_stream_is_the_sum_of_its_parts():
@@ -194,7 +197,7 @@ def test_post_norm_blocks_normalise_after_the_residual_sum():
     mean, scale = rec["blocks.0.ln1.hook_mean"], rec["blocks.0.ln1.hook_scale"]
     np.testing.assert_allclose(mean, total.mean(-1), atol=1e-5)
     ln = model.blocks[0].ln1
-    expected = (total - mean[:, None]) / scale[:, None] * ln.weight.detach().numpy() + ln.bias.detach().numpy()
+    expected = (total - mean[:, None]) / scale * ln.weight.detach().numpy() + ln.bias.detach().numpy()
     np.testing.assert_allclose(rec["blocks.0.hook_resid_mid"], expected, atol=1e-5)
 
 
@@ -203,7 +206,8 @@ def test_multi_head_output_equals_the_papers_sum_over_heads():
     model = text_model()
     rec = record(model, ids(10))
     attn, cfg = model.blocks[0].attn, model.cfg
-    X = rec["blocks.0.ln1.hook_normalized"].T  # D x N, tokens across
+    ln = model.blocks[0].ln1
+    X = (rec["blocks.0.ln1.hook_normalized"] * ln.weight.detach().numpy() + ln.bias.detach().numpy()).T  # D x N
     K = cfg.head_dim
     Y = np.zeros_like(X)
     for h in range(cfg.n_heads):
@@ -256,7 +260,7 @@ def test_recording_has_every_documented_name_and_shape():
     rec = record(model, ids(7))
     N, D, H, K = 7, 32, 4, 8
     shapes = {"hook_embed": (N, D), "hook_pos_embed": (N, D), "logits": (N, VOCAB),
-              "ln_final.hook_mean": (N,), "ln_final.hook_scale": (N,), "ln_final.hook_normalized": (N, D)}
+              "ln_final.hook_mean": (N,), "ln_final.hook_scale": (N, 1), "ln_final.hook_normalized": (N, D)}
     for layer in range(2):
         b = f"blocks.{layer}"
         shapes.update({f"{b}.{name}": (N, D) for name in
@@ -265,7 +269,7 @@ def test_recording_has_every_documented_name_and_shape():
                        ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_z")})
         shapes.update({f"{b}.attn.{name}": (H, N, N) for name in ("hook_attn_scores", "hook_pattern")})
         for ln in ("ln1", "ln2"):
-            shapes.update({f"{b}.{ln}.hook_mean": (N,), f"{b}.{ln}.hook_scale": (N,), f"{b}.{ln}.hook_normalized": (N, D)})
+            shapes.update({f"{b}.{ln}.hook_mean": (N,), f"{b}.{ln}.hook_scale": (N, 1), f"{b}.{ln}.hook_normalized": (N, D)})
     for name, shape in shapes.items():
         assert rec[name].shape == shape, name
 

@@ -281,14 +281,20 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
 # The prediction
 # ---------------------------------------------------------------------------------------------------------
 
+SHOWN_CLASSES = 10  # a model with more classes (a pretrained ViT's 1000) shows its likeliest ten
+
+
 def class_probability_bars(probabilities: Sequence[float], classes: Sequence[str], true_label: int | None = None,
                            height: int = 260) -> go.Figure:
-    """One horizontal bar per class (in class order, first on top); the predicted class dark, the true class
-    (when known) marked ✓ in its label."""
+    """One horizontal bar per class (in class order, first on top), or for more than SHOWN_CLASSES classes the
+    likeliest ones, likeliest first; the predicted class dark, the true class (when known) marked ✓ in its label."""
     probabilities = np.asarray(probabilities, dtype=float)
     predicted = int(np.argmax(probabilities))
-    labels = [f"{name} ✓" if i == true_label else name for i, name in enumerate(classes)]
-    colours = [PREDICTED_COLOUR if i == predicted else PROBABILITY_COLOUR for i in range(len(classes))]
+    shown = (range(len(classes)) if len(classes) <= SHOWN_CLASSES
+             else np.argsort(-probabilities, kind="stable")[:SHOWN_CLASSES].tolist())
+    labels = [f"{classes[i]} ✓" if i == true_label else str(classes[i]) for i in shown]
+    colours = [PREDICTED_COLOUR if i == predicted else PROBABILITY_COLOUR for i in shown]
+    probabilities = probabilities[list(shown)]
     fig = go.Figure(go.Bar(x=probabilities, y=labels, orientation="h", marker_color=colours,
                            text=[f"{p:.1%}" for p in probabilities], textposition="outside", cliponaxis=False,
                            hovertemplate="%{y}: p = %{x:.4f}<extra></extra>"))

@@ -39,8 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from core.data.grammar import generate_documents  # noqa: E402
-from core.record import tokenizer  # noqa: E402
-from core.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards  # noqa: E402
+from core.record import text_tokenizer, tokenizer  # noqa: E402
+from core.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards, load_model  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -104,9 +104,10 @@ DONE_JS = """([charts, needChange, errorText, quiet, selector]) => {
 # Texts and servers
 # ---------------------------------------------------------------------------------------------------------
 
-def grammar_text(n_tokens: int, seed: int) -> str:
-    """A text of exactly n_tokens tokens with [BOS], made of grammar sentences (cut at a word)."""
-    tok = tokenizer()
+def grammar_text(n_tokens: int, seed: int, tok=None) -> str:
+    """A text of exactly n_tokens tokens with [BOS] (by `tok`, ours by default), made of grammar sentences (cut at a
+    word)."""
+    tok = tok or tokenizer()
     words: list[str] = []
     for document in generate_documents(1 + n_tokens // 8, seed):
         words.extend(document.split())
@@ -213,13 +214,17 @@ class Page:
         return self._measure(act, n_tokens)
 
 
-def run(sizes: list[int], repeats: int) -> dict:
+def run(sizes: list[int], repeats: int, model: str | None = None) -> dict:
+    """model: a model name the app knows (a pretrained one: "hf:/path/to/folder"); by default the bundled text
+    model with the longest context (the default one if none is longer), for every N."""
     from playwright.sync_api import sync_playwright
 
-    # one model for every N: the text model with the longest context (the default one if none is longer)
-    cards = [card for card in list_cards() if card.task in TEXT_TASKS]
-    longest = max(cards, key=lambda card: (card.config.max_len, card.name == DEFAULT_TEXT_MODEL))
-    model, context = longest.name, longest.config.max_len
+    if model is None:
+        cards = [card for card in list_cards() if card.task in TEXT_TASKS]
+        card = max(cards, key=lambda card: (card.config.max_len, card.name == DEFAULT_TEXT_MODEL))
+    else:
+        card = load_model(model)[1]
+    model, context, tok = card.name, card.config.max_len, text_tokenizer(card)
     logs = Path(os.environ.get("TMPDIR", "/tmp"))
     ports = free_port(), free_port()
     servers = [start("app.py", ports[0], logs / "bench_app.log"),
@@ -236,11 +241,11 @@ def run(sizes: list[int], repeats: int) -> dict:
             trivial = Page(browser, urls[1], 1, "causal", None, "trivial")
             for page in (app, trivial):
                 page.load()
-                page.type_text(grammar_text(12, 999), 12)  # warm up: model loaded, first figures drawn
+                page.type_text(grammar_text(12, 999, tok), 12)  # warm up: model loaded, first figures drawn
             for n in sizes:
                 times = {(page.name, what): [] for page in (app, trivial) for what in ("type", "toggle")}
                 for repeat in range(repeats):
-                    text = grammar_text(n, seed=1000 * n + repeat)
+                    text = grammar_text(n, 1000 * n + repeat, tok)
                     for page in (app, trivial) if repeat % 2 == 0 else (trivial, app):
                         times[(page.name, "type")].append(page.type_text(text, n))
                         times[(page.name, "toggle")].append(page.choose_mask("none", n))
@@ -285,12 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 512])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--model", help="the model to run (default: the bundled text model with the longest context)")
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"no Chromium at {CHROMIUM}", file=sys.stderr)
         return 2
     print(HEADER, flush=True)
-    results = run(args.sizes, args.repeats)
+    results = run(args.sizes, args.repeats, args.model)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
         print(f"wrote {args.json}")

@@ -1,0 +1,96 @@
+"""The pages that read any text recording, on a user's pretrained GPT-2 and BERT (tiny, random, in the tests' own
+Hugging Face cache): picked from the cache, opened from a folder, refused with a message when they cannot be, and
+the app unchanged without `transformers`."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import PAGES, ok
+from core import pretrained, registry
+from pretrained_models import cache_model, save_bert
+
+GPT2 = "hf:tiny-org/page-gpt2"
+BERT = "hf:tiny-org/page-bert"
+VIT = "hf:tiny-org/page-vit"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cached_models():
+    cache_model(GPT2.removeprefix("hf:"), "gpt2")
+    cache_model(BERT.removeprefix("hf:"), "bert")
+    cache_model(VIT.removeprefix("hf:"), "vit")
+    registry._pretrained.clear()  # list the cache afresh
+
+
+def markdown(at) -> str:
+    return " ".join(element.value for element in at.markdown)
+
+
+@pytest.mark.parametrize("model", [GPT2, BERT])
+@pytest.mark.parametrize("page", ["text_explorer.py", "residual_stream.py", "token_norm.py"])
+def test_every_view_page_runs_on_a_cached_pretrained_model(app, page, model):
+    at = app(str(PAGES / page), model=model)
+    ok(at)
+    assert at.selectbox(key="model").value == model
+    assert model.removeprefix("hf:") in " ".join(c.value for c in at.sidebar.caption)  # says where it came from
+
+
+def test_the_explorer_shows_a_pretrained_models_own_pieces_and_its_ablations(app):
+    at = app(str(PAGES / "text_explorer.py"), model=GPT2)
+    assert "with <|endoftext|> first" in markdown(at).replace("\\", "")
+    assert at.radio(key="apply").disabled  # no sibling was trained with another mask or encoding
+    at.selectbox(key="pe").set_value("none").run()
+    ok(at)
+    assert "encoding none" in " ".join(c.value for c in at.caption)
+
+
+def test_a_folder_opened_in_the_sidebar_joins_the_picker_and_is_shown(app, tmp_path):
+    folder = save_bert(tmp_path / "my-bert")
+    at = app(str(PAGES / "text_explorer.py"))
+    at.sidebar.text_input[0].input(str(folder))
+    at.sidebar.button[0].click().run()
+    ok(at)
+    assert at.selectbox(key="model").value == f"hf:{folder}"
+    assert "'my-bert'" in " ".join(c.value for c in at.sidebar.caption)  # the folder's name, not its full path
+    assert str(tmp_path) not in " ".join(c.value for c in at.sidebar.caption)
+
+
+@pytest.mark.parametrize("typed, message", [("/no/such/folder", "no folder"),
+                                            ("someone/not-cached", "hf download someone/not-cached")])
+def test_a_model_that_cannot_be_opened_says_why_and_keeps_the_page(app, typed, message):
+    at = app(str(PAGES / "text_explorer.py"))
+    at.sidebar.text_input[0].input(typed)
+    at.sidebar.button[0].click().run()
+    assert not at.exception
+    assert message in at.error[0].value.replace("\\", "")
+    assert at.selectbox(key="model").value == "lm-rope"
+
+
+def test_without_transformers_nothing_changes_and_the_sidebar_says_how_to_enable_it(app, monkeypatch):
+    monkeypatch.setattr(pretrained, "available", lambda: False)
+    at = app(str(PAGES / "text_explorer.py"))
+    ok(at)
+    assert not any(name.startswith("hf:") for name in at.selectbox(key="model").options)
+    assert pretrained.INSTALL_HINT in " ".join(c.value for c in at.sidebar.caption)
+
+
+@pytest.mark.parametrize("source", ["sample", "draw"])
+def test_the_image_page_runs_a_pretrained_vit_with_its_own_labels_at_its_own_size(app, source):
+    """Our 32-pixel samples and drawings are fitted to the 16 pixels the tiny ViT reads; its classes are its own."""
+    from conftest import figures
+
+    at = app(str(PAGES / "image_lab.py"), model=VIT, source=source)
+    ok(at)
+    assert at.selectbox(key="model").value == VIT
+    bars = next(f for f in figures(at) if f["data"][0].get("orientation") == "h")
+    assert set(bars["data"][0]["y"]) == {"circle", "square", "triangle"}
+    assert "scaled from 32×32 to the 16×16" in " ".join(c.value for c in at.caption)
+    assert at.radio(key="apply").disabled
+
+
+def test_a_text_model_opened_on_the_image_page_is_sent_to_the_text_pages(app):
+    at = app(str(PAGES / "image_lab.py"), model=VIT)
+    at.sidebar.text_input[0].input(GPT2.removeprefix("hf:"))
+    at.sidebar.button[0].click().run()
+    assert "is a text model" in at.error[0].value.replace("\\", "")
