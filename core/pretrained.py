@@ -82,6 +82,13 @@ def _read_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def hub_cache() -> str:
+    """The local Hugging Face cache: $HF_HUB_CACHE as it is now (huggingface_hub reads it once, at import)."""
+    from huggingface_hub import constants
+
+    return os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE
+
+
 def cached_sources() -> list[str]:
     """The repo ids in the local Hugging Face cache whose config is of a family we read, sorted; [] without
     `transformers` or a cache. Reads each snapshot's config.json only (no weights)."""
@@ -90,7 +97,7 @@ def cached_sources() -> list[str]:
     from huggingface_hub import scan_cache_dir  # installed with transformers
 
     try:
-        repos = scan_cache_dir().repos
+        repos = scan_cache_dir(hub_cache()).repos
     except Exception:  # noqa: BLE001 - no cache folder yet, or an unreadable one: nothing cached
         return []
     found = []
@@ -129,7 +136,8 @@ def folder_of(source: str) -> Path:
     from huggingface_hub import snapshot_download  # installed with transformers
 
     try:
-        return Path(snapshot_download(source, local_files_only=not downloads_allowed(), allow_patterns=FETCHED))
+        return Path(snapshot_download(source, cache_dir=hub_cache(), local_files_only=not downloads_allowed(),
+                                      allow_patterns=FETCHED))
     except Exception as error:  # noqa: BLE001 - huggingface_hub raises several kinds for "not there"
         if downloads_allowed():
             raise PretrainedError(f"{source!r} could not be fetched from the Hugging Face hub ({error})") from None

@@ -26,6 +26,21 @@ os.environ.pop("ATTENTION_LAB_ALLOW_DOWNLOADS", None)
 
 
 @pytest.fixture(scope="module")
+def hf_cache(tmp_path_factory) -> Path:
+    """A Hugging Face cache of this test module's own (pretrained_models.cache_model puts tiny models in it), given
+    back afterwards: no other test finds its models in a picker. Servers started meanwhile inherit it."""
+    from core import registry
+
+    root = tmp_path_factory.mktemp("hf-hub")
+    saved = os.environ["HF_HUB_CACHE"]
+    os.environ["HF_HUB_CACHE"] = str(root)  # core/pretrained.py reads it at each call
+    registry._pretrained.clear()  # the cached models' list is kept a minute: read this cache now
+    yield root
+    os.environ["HF_HUB_CACHE"] = saved
+    registry._pretrained.clear()
+
+
+@pytest.fixture(scope="module")
 def models_dir(tmp_path_factory) -> Path:
     return write_tiny_models(tmp_path_factory.mktemp("models"))
 

@@ -15,8 +15,8 @@ VIT = "tiny-org/browser-vit"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The app on the bundled models, with a tiny GPT-2 in the Hugging Face cache."""
+def server(tmp_path_factory, hf_cache):
+    """The app on the bundled models, with a tiny GPT-2 and a tiny ViT in its Hugging Face cache."""
     cache_model(REPO, "gpt2")
     cache_model(VIT, "vit")
     with serve_app(MODELS_DIR, tmp_path_factory.mktemp("server") / "streamlit.log") as url:

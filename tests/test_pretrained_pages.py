@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import PAGES, ok
-from core import pretrained, registry
+from core import pretrained
 from pretrained_models import cache_model, save_bert
 
 GPT2 = "hf:tiny-org/page-gpt2"
@@ -16,11 +16,10 @@ VIT = "hf:tiny-org/page-vit"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def cached_models():
+def cached_models(hf_cache):
     cache_model(GPT2.removeprefix("hf:"), "gpt2")
     cache_model(BERT.removeprefix("hf:"), "bert")
     cache_model(VIT.removeprefix("hf:"), "vit")
-    registry._pretrained.clear()  # list the cache afresh
 
 
 def markdown(at) -> str:
@@ -94,3 +93,16 @@ def test_a_text_model_opened_on_the_image_page_is_sent_to_the_text_pages(app):
     at.sidebar.text_input[0].input(GPT2.removeprefix("hf:"))
     at.sidebar.button[0].click().run()
     assert "is a text model" in at.error[0].value.replace("\\", "")
+
+
+@pytest.mark.parametrize("model", [GPT2, BERT])
+def test_every_view_of_the_explorer_runs_on_a_pretrained_model(app, model):
+    views = ("All heads", "One score, step by step", "Head view", "Rollout", "Head summaries")
+    at = app(str(PAGES / "text_explorer.py"), model=model)
+    for view in views:
+        at.session_state["view"] = view
+        at.run()
+        ok(at)
+    at.toggle(key="compare").set_value(True).run()  # the model's own setting beside an ablation
+    at.selectbox(key="mask").set_value("window").run()
+    ok(at)

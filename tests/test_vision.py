@@ -54,11 +54,19 @@ def test_record_image_gives_probabilities_of_the_models_logits(vit, images, run)
     assert run.recording.n_tokens == N_PATCHES + 1  # CLS + 64 patches
 
 
-@pytest.mark.parametrize("bad", [np.zeros((32, 32, 3), dtype=np.float32), np.zeros((16, 16, 3), dtype=np.uint8),
+@pytest.mark.parametrize("bad", [np.zeros((32, 32, 3), dtype=np.float32), np.zeros((32, 16, 3), dtype=np.uint8),
                                  np.zeros((32, 32), dtype=np.uint8)])
 def test_record_image_refuses_what_the_model_cannot_take(vit, bad):
     with pytest.raises(ValueError):
         record_image(vit, bad)
+
+
+def test_a_square_image_of_another_size_is_fitted_pixel_by_pixel_and_says_so(vit):
+    small = np.random.default_rng(0).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    run = record_image(vit, small)
+    assert run.image.shape == (32, 32, 3) and run.recording.meta["resized_from"] == 16
+    assert np.array_equal(run.image[::2, ::2], small) and np.array_equal(run.image[1::2, 1::2], small)  # nearest
+    assert "resized_from" not in record_image(vit, run.image).recording.meta
 
 
 def test_token_positions_follow_the_cls_token(vit, vit_mean):
