@@ -2,12 +2,14 @@
 
     python -m core.record --model lm-rope --text "the keys to the cabinet are" --out rec.npz
     python -m core.record --list
+    python -m core.record --model hf:gpt2 --text "the keys to the cabinet are" --out rec.npz   # a pretrained one
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 import unicodedata
 from functools import lru_cache
 
@@ -64,9 +66,10 @@ def record_text(model: Transformer, text: str, mask: str | MaskSpec | torch.Tens
     """The recording of the model's forward pass on `text` (with [BOS] first, or a pretrained model's own first
     tokens), tokens in its meta."""
     ids, tokens, unknown = encode_text(text, model.cfg.max_len, text_tokenizer(card))
+    started = time.perf_counter()
     recording = model(torch.tensor([ids]), mask=mask, pe=pe, record=True).recording
-    recording.meta.update(tokens=tokens, ids=ids, unknown=unknown, text=text,
-                          model=card.name if card else None)
+    recording.meta.update(tokens=tokens, ids=ids, unknown=unknown, text=text, model=card.name if card else None,
+                          seconds=time.perf_counter() - started)  # how long the forward pass took (pages say so)
     return recording
 
 
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             mask = MaskSpec(args.mask, args.window or cfg.window, cfg.window_causal, args.stride or cfg.stride)
         recording = record_text(model, args.text, mask=mask, pe=args.pe, card=card)
         recording.save_npz(args.out)
-    except (UnknownModelError, TextInputError, ConfigError, OSError) as error:
+    except (UnknownModelError, TextInputError, ConfigError, pretrained.PretrainedError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"wrote {len(recording.names)} arrays for {recording.n_tokens} tokens to {args.out}")

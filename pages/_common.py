@@ -146,9 +146,29 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
 PICK_NEXT = "model_next"  # session state: a model the picker selects on the next run (one just opened)
 
 
+def open_linked_model() -> None:
+    """A link naming a pretrained model (?model=hf:gpt2, or hf:/a/folder) opens it in this session, as the sidebar's
+    box would, if it can be opened here; else a note says why and the page opens its default model."""
+    linked = (st.query_params.get("model") or "").split(" (")[0]
+    source = pretrained.source_of(linked)
+    if not pretrained.is_pretrained(linked) or source in st.session_state.get(OPENED, ()):
+        return
+    try:
+        if not pretrained.available():
+            raise pretrained.PretrainedError(f"real models need `{pretrained.INSTALL_HINT}` on this server")
+        if pretrained.is_folder(source) and os.environ.get(OPEN_FOLDERS_ENV, "1") == "0":
+            raise pretrained.PretrainedError("this server opens models by their cached name only, not from its folders")
+        pretrained.card_for(source)
+    except pretrained.PretrainedError as error:
+        st.info(literal(f"The link's model could not be opened: {error}"), icon=":material/link_off:")
+        return
+    st.session_state[OPENED] = [*st.session_state.get(OPENED, []), source]
+
+
 def any_text_model_picker() -> tuple[list[ModelCard], ModelCard]:
     """The picker of the pages that read any text recording: bundled models, saved runs and the user's pretrained
     ones, with the "Your own model" box below it. (cards, the chosen card)."""
+    open_linked_model()
     cards = text_cards(pretrained=True)
     card = model_picker(cards)
     open_pretrained_model()
@@ -233,6 +253,26 @@ def _recording(model: str, text: str, mask: str | None, window: int, stride: int
         return str(error)  # ValueError: e.g. a length the model refuses
 
 
+SLOW_SECONDS = 1.0  # a forward pass slower than this is named as the slow part of a change
+
+
+def slow_note(recording: Recording) -> None:
+    """What is slow, when a change costs more than SLOW_SECONDS (a large pretrained model, a long text): the forward
+    pass, and whether its recording is too large for the store that keeps recordings between clicks."""
+    seconds = recording.meta.get("seconds", 0.0)
+    too_big = recording.nbytes > RESULTS_MB * 2 ** 20
+    if seconds < SLOW_SECONDS and not too_big:
+        return
+    cfg = recording.config
+    note = (f"Computing this recording took {seconds:.1f} s: the forward pass of {cfg.n_layers} layers × "
+            f"{cfg.n_heads} heads (D = {cfg.d_model}) on {recording.n_tokens} tokens is the slow part of every "
+            "change; a shorter text is faster.")
+    if too_big:
+        note += (f" Its {recording.nbytes / 2 ** 20:.0f} MB of recorded arrays are more than the {RESULTS_MB} MB the "
+                 "server keeps, so each click computes it again.")
+    st.caption(note, help="Every number shown is from this forward pass, recomputed for each change.")
+
+
 def get_recording(setting: Setting, text: str) -> Recording | str:
     """Cached by (model name, text, mask kind, window, stride, pe): the Recording or an error message."""
     s = setting.normalised()
@@ -303,6 +343,7 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
         show_input_error(recording)
         st.stop()
     unknown_warning(recording.meta["tokens"], recording.meta["unknown"], card)
+    slow_note(recording)
     return text, recording
 
 

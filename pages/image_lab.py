@@ -33,7 +33,7 @@ from core.vision import (ImageRecording, image_encodings, patch_attention,  # no
 from pages._common import (APPLY_LABELS, BIND, IMAGE_PRETRAINED, OPENED, OWN, PICK_NEXT,  # noqa: E402
                            chosen_setting, get_model, is_pretrained, keep_in_range, keep_in_url, layer_head_picker,
                            literal, model_cards, model_from_link, model_label, models_dir, notation_switch,
-                           open_pretrained_model, plotly_chart, show_input_error)
+                           open_linked_model, open_pretrained_model, plotly_chart, show_input_error)
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -270,6 +270,7 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
 st.title("Image attention")
 st.caption("A vision transformer cuts the image into patches, turns each patch into a token, x_n = W p_n + e_n "
            "(seed 001 §1.1, figure 2), and reads the class from a CLS token at n = 0 after the last block (§4.2).")
+open_linked_model()
 cards = image_cards()
 card = image_model_picker(cards)
 open_pretrained_model(IMAGE_PRETRAINED)

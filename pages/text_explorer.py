@@ -34,7 +34,7 @@ from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
                            ablation_encodings, any_text_model_picker, chosen_setting, get_recording, is_pretrained,
                            keep_in_range, keep_in_url, layer_head_picker, literal, notation_switch, plotly_chart,
-                           show_input_error, token_choices, trained_encodings, unknown_warning)
+                           show_input_error, slow_note, token_choices, trained_encodings, unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -559,6 +559,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))
     st.caption(f"Running: {labels[1]}")
+    slow_note(recording)
     views(recording, baseline, labels, notation)
 
 

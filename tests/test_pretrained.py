@@ -234,3 +234,13 @@ def test_the_maths_recomputes_a_pretrained_block_biases_and_all(folders, family)
             checked = [step for step in maths.checks(head) if step.recorded is not None]
             assert len(checked) >= 8
             assert maths.max_diff(head) < 1e-4, [(s.title, s.max_diff) for s in checked]
+
+
+def test_the_command_line_records_a_pretrained_model_and_refuses_an_unknown_one(folders, tmp_path, capsys):
+    from core.record import main
+
+    out = tmp_path / "rec.npz"
+    assert main(["--model", f"hf:{folders['gpt2']}", "--text", TEXT, "--out", str(out)]) == 0
+    assert np.load(out)["blocks.1.attn.hook_pattern"].shape[0] == 4
+    assert main(["--model", "hf:nobody/nothing", "--text", TEXT, "--out", str(out)]) == 2
+    assert "hf download nobody/nothing" in capsys.readouterr().err

@@ -4,9 +4,14 @@ the app unchanged without `transformers`."""
 
 from __future__ import annotations
 
-import pytest
+import io
 
-from conftest import PAGES, ok
+import numpy as np
+import pytest
+from PIL import Image
+
+import pages._common as common
+from conftest import PAGES, figures, ok
 from core import pretrained
 from pretrained_models import cache_model, save_bert
 
@@ -77,8 +82,6 @@ def test_without_transformers_nothing_changes_and_the_sidebar_says_how_to_enable
 @pytest.mark.parametrize("source", ["sample", "draw"])
 def test_the_image_page_runs_a_pretrained_vit_with_its_own_labels_at_its_own_size(app, source):
     """Our 32-pixel samples and drawings are fitted to the 16 pixels the tiny ViT reads; its classes are its own."""
-    from conftest import figures
-
     at = app(str(PAGES / "image_lab.py"), model=VIT, source=source)
     ok(at)
     assert at.selectbox(key="model").value == VIT
@@ -106,3 +109,35 @@ def test_every_view_of_the_explorer_runs_on_a_pretrained_model(app, model):
     at.toggle(key="compare").set_value(True).run()  # the model's own setting beside an ablation
     at.selectbox(key="mask").set_value("window").run()
     ok(at)
+
+
+def test_a_link_to_a_pretrained_folder_opens_it_and_a_broken_one_says_why(app, tmp_path):
+    folder = save_bert(tmp_path / "linked-bert")
+    at = app(str(PAGES / "text_explorer.py"), model=f"hf:{folder}")
+    ok(at)
+    assert at.selectbox(key="model").value == f"hf:{folder}"
+    at = app(str(PAGES / "text_explorer.py"), model="hf:/no/such/folder")
+    assert not at.exception
+    assert "no folder" in " ".join(i.value for i in at.info).replace("\\", "")
+    assert at.selectbox(key="model").value == "lm-rope"
+
+
+def test_a_slow_forward_pass_is_named_as_the_slow_part(app, monkeypatch):
+    at = app(str(PAGES / "text_explorer.py"), model=GPT2)
+    assert not any("the slow part" in c.value for c in at.caption)  # a tiny model is quick
+    monkeypatch.setattr(common, "SLOW_SECONDS", 0.0)
+    monkeypatch.setattr(common, "RESULTS_MB", 0)
+    at = app(str(PAGES / "text_explorer.py"), model=GPT2, text="the keys to the cabinet")
+    note = next(c.value for c in at.caption if "the slow part" in c.value)
+    assert "2 layers × 4 heads (D = 32)" in note and "each click computes it again" in note
+
+
+def test_an_upload_is_decoded_at_the_size_the_pretrained_vit_reads(app):
+    photo = np.random.default_rng(1).integers(0, 256, (120, 90, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(photo).save(buffer, format="PNG")
+    at = app(str(PAGES / "image_lab.py"), model=VIT, source="upload")
+    at.file_uploader(key="upload").set_value(("photo.png", buffer.getvalue(), "image/png")).run()
+    ok(at)
+    captions = " ".join(c.value for c in at.caption)
+    assert "16×16 pixels cut into 16 patches" in captions and "scaled from" not in captions  # decoded at 16

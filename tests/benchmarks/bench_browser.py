@@ -242,6 +242,8 @@ def run(sizes: list[int], repeats: int, model: str | None = None) -> dict:
             for page in (app, trivial):
                 page.load()
                 page.type_text(grammar_text(12, 999, tok), 12)  # warm up: model loaded, first figures drawn
+            if not app.page.get_by_role("combobox", name="Model").input_value().startswith(model):
+                raise RuntimeError(f"the app did not open {model}: it would time another model")
             for n in sizes:
                 times = {(page.name, what): [] for page in (app, trivial) for what in ("type", "toggle")}
                 for repeat in range(repeats):
