@@ -5,7 +5,9 @@ The checkpoint is read with `transformers` (optional: `pip install -r requiremen
 that imports it), then its weights are copied into a Transformer whose config says what the family needs
 (biases in attention, GPT-2's tanh GELU, BERT's TokenNorm on the embeddings and its MLM head transform). The forward
 pass is then ours, explicit and recorded; tests/test_pretrained.py checks every recorded pattern, stream and logit
-against the library's own forward pass (output_attentions, hidden_states) to float32 rounding.
+against the library's own forward pass (output_attentions, hidden_states) to float32 rounding. (TransformerLens 4.3
+wraps the library's own modules instead, its TransformerBridge; copying the weights into ours gives every toggle —
+masks, positions off — and every page without a second code path.)
 
 What is folded, exactly (sums the forward pass computes anyway):
 - ViT's input normalisation (x - mean) / std per channel into the patch embedding, so the model reads pixels in

@@ -334,10 +334,18 @@ def known_words_expander(words_by_kind: dict[str, Sequence[str]], *, expanded: b
 DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
 
 
+def text_help(card: ModelCard) -> str:
+    """The text box's help: what the chosen model reads."""
+    if is_pretrained(card):
+        return ("Any text: the model reads it as its own subword pieces, shown as they are. Press Ctrl+Enter (or click "
+                "outside) to run.")
+    return ("Lowercase words from the grammar work best; unknown words are shown as ⟨word⟩?. Press Ctrl+Enter (or "
+            "click outside) to run.")
+
+
 def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     """The page's text box and the model's own recording of it; on bad input an error box, then the page stops."""
-    text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
-                        help="Lowercase words from the grammar work best. Press Ctrl+Enter (or click outside) to run.")
+    text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68, help=text_help(card))
     recording = get_recording(Setting(card.name), text or "")
     if isinstance(recording, str):
         show_input_error(recording)

@@ -34,7 +34,8 @@ from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
                            ablation_encodings, any_text_model_picker, chosen_setting, get_recording, is_pretrained,
                            keep_in_range, keep_in_url, layer_head_picker, literal, notation_switch, plotly_chart,
-                           show_input_error, slow_note, token_choices, trained_encodings, unknown_warning)
+                           show_input_error, slow_note, text_help, token_choices, trained_encodings,
+                           unknown_warning)
 from pages._heatmap import heatmap  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -571,7 +572,5 @@ st.title("Text explorer")
 st.caption("Type a sentence and see where each attention head of a small trained transformer looks.")
 cards, card = any_text_model_picker()
 notation = notation_switch()
-text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
-                    help="Lowercase words from the grammar work best; unknown words are shown as ⟨word⟩?. "
-                         "Press Ctrl+Enter (or click outside) to run.")
+text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68, help=text_help(card))
 explorer(card, cards, text or "", notation)
