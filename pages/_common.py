@@ -138,9 +138,16 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
             show_input_error(f"{pretrained.describe_source(source)} is {'a text' if image else 'an image'} model: open "
                              f"it on the {'Text explorer' if image else 'Image attention'} page")
             return
-        st.session_state[OPENED] = [*st.session_state.get(OPENED, []), source]
+        remember_opened(source)
         st.session_state[PICK_NEXT] = card.name  # the picker exists already: it takes the name on the rerun
         st.rerun()
+
+
+def remember_opened(source: str) -> None:
+    """Add a pretrained source to this session's picker (once)."""
+    opened = st.session_state.get(OPENED, [])
+    if source not in opened:
+        st.session_state[OPENED] = [*opened, source]
 
 
 PICK_NEXT = "model_next"  # session state: a model the picker selects on the next run (one just opened)
@@ -162,7 +169,7 @@ def open_linked_model() -> None:
     except pretrained.PretrainedError as error:
         st.info(literal(f"The link's model could not be opened: {error}"), icon=":material/link_off:")
         return
-    st.session_state[OPENED] = [*st.session_state.get(OPENED, []), source]
+    remember_opened(source)
 
 
 def any_text_model_picker() -> tuple[list[ModelCard], ModelCard]:

@@ -58,6 +58,10 @@ def test_a_folder_opened_in_the_sidebar_joins_the_picker_and_is_shown(app, tmp_p
     assert at.selectbox(key="model").value == f"hf:{folder}"
     assert "'my-bert'" in " ".join(c.value for c in at.sidebar.caption)  # the folder's name, not its full path
     assert str(tmp_path) not in " ".join(c.value for c in at.sidebar.caption)
+    at.sidebar.text_input[0].input(str(folder))  # opened again: still one entry in the picker
+    at.sidebar.button[0].click().run()
+    ok(at)
+    assert at.selectbox(key="model").options.count(f"hf:{folder}") == 1
 
 
 @pytest.mark.parametrize("typed, message", [("/no/such/folder", "no folder"),
