@@ -46,6 +46,7 @@ class ModelConfig:
     image_size: int = 32  # patches only
     patch_size: int = 4
     channels: int = 3
+    image_norm: bool = False  # patches only: each image's colour channels standardised before patching (image_standardise)
     n_classes: int = 0  # classifier head only
     pooling: Pooling = "cls"
     pos_encoding: PositionEncoding = "learned"
@@ -154,6 +155,8 @@ def _head_problems(cfg: ModelConfig):
 def _input_problems(cfg: ModelConfig):
     if cfg.input == "tokens" and cfg.vocab_size < 2:
         yield f"token input needs vocab_size >= 2 (got {cfg.vocab_size})"
+    if cfg.input == "tokens" and cfg.image_norm:
+        yield "image_norm standardises an image's colour channels: it needs image patches as input"
     if cfg.input == "patches":
         if cfg.image_size % cfg.patch_size:
             yield f"image_size={cfg.image_size} is not divisible by patch_size={cfg.patch_size}"

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 
 from core.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
 from core.masks import MaskSpec, build_mask, causal_mask, padding_mask
-from core.patches import patchify
+from core.patches import image_standardise, patchify
 from core.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
 from core.recording import Recording
 
@@ -317,6 +317,8 @@ class Transformer(nn.Module):
                 raise ValueError(f"token ids must be [batch, tokens], got shape {tuple(inputs.shape)}")
             self.check_length(inputs.shape[1])
             return record("hook_embed", self.embed(inputs))
+        if cfg.image_norm:
+            inputs = record("hook_image_norm", image_standardise(inputs), ())  # [B, C, H, W], as the patches read it
         x = self.patch_embed(patchify(inputs, cfg.patch_size))  # [B, C, H, W] -> [B, N, C*p*p] -> [B, N, D]
         if cfg.uses_cls:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)  # [B, 1 + N, D]

@@ -49,6 +49,22 @@ def unpatchify(
     return grid.reshape(batch, channels, height, width)
 
 
+IMAGE_NORM_EPS = 0.05**2  # about a 13-step spread of 0-255 values: a flat image's pixel noise stays small
+
+
+def image_standardise(images: torch.Tensor, eps: float = IMAGE_NORM_EPS) -> torch.Tensor:
+    """[B, C, H, W] -> [B, C, H, W]: each image's colour channels standardised over its own pixels,
+
+        x'_c = (x_c - mean_c) / sqrt(var_c + eps)
+
+    TokenNorm's formula (seed 001 §2.3) with the pixels of one channel in place of a token's features, and no γ, β.
+    A shape is a shape in any colours: after this a red square on green and a white one on black differ only in
+    the signs of their channels, so a small vision transformer need not learn every colour pair from examples."""
+    mean = images.mean(dim=(2, 3), keepdim=True)  # [B, C, 1, 1]
+    variance = images.var(dim=(2, 3), keepdim=True, unbiased=False)
+    return (images - mean) / torch.sqrt(variance + eps)
+
+
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     """uint8 [B, H, W, 3] images -> float32 tensor [B, 3, H, W] scaled to [0, 1]."""
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:

@@ -350,8 +350,11 @@ position_note = {"none": "This run has no position encoding: e_n = 0, so x_n = W
                          "as an unordered set.",
                  "sinusoidal": "e_n is fixed sines and cosines of the position n.",
                  "learned": "e_n is a vector learned for position n."}.get(encoding, "")
+standardised = ("; first, each colour channel of the whole image is standardised (minus its mean over the image's "
+                "pixels, divided by its spread), so the numbers say where the colours differ, not which colours they "
+                "are" if cfg.image_norm else "")
 st.caption(f"The {patch}×{patch}×{cfg.channels} patch is flattened to {token.vec.size} numbers (vec, in channel, "
-           f"row, column order), multiplied by the learned D×{token.vec.size} matrix W (plus its bias b) to give "
+           f"row, column order{standardised}), multiplied by the learned D×{token.vec.size} matrix W (plus its bias b) to give "
            f"D = {cfg.d_model} numbers, and e_n is added. {position_note} {layout_note} "
            f"Read from the recording; W p_n recomputed from the weights agrees to {token.embed_error:.1e}, and "
            f"W p_n + e_n equals the input of block 0 to {token.sum_error:.1e}.")

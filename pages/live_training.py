@@ -254,7 +254,8 @@ def curves(view: RunView) -> None:
 
 
 def probe_caption(view: RunView) -> None:
-    shown = "a generated image: CLS + 64 patches" if view.spec.task == "shapes" else " ".join(view.tokens)
+    shown = (f"a generated image: CLS + {len(view.tokens) - 1} patches" if view.spec.task == "shapes"
+             else " ".join(view.tokens))
     st.caption(f"Every snapshot runs the model on one held-out example it never trains on: `{shown}`")
 
 

@@ -251,9 +251,11 @@ def test_a_training_process_that_dies_fails_its_run():
 
 
 def test_an_image_run_snapshots_the_cls_token_and_every_patch():
-    view = finished(RunSpec(task="shapes", mask="none", steps=2, **TINY)).view()
-    assert view.status == "finished" and view.tokens[0] == "CLS" and len(view.tokens) == 65
-    assert view.snapshots[-1].patterns.shape == (2, 2, 65, 65) and view.snapshots[-1].scores is None
+    spec = RunSpec(task="shapes", mask="none", steps=2, **TINY)
+    n = spec.config().n_patches + 1  # 4 x 4 patches of 8 x 8 pixels, and CLS
+    view = finished(spec).view()
+    assert view.status == "finished" and view.tokens[0] == "CLS" and len(view.tokens) == n == 17
+    assert view.snapshots[-1].patterns.shape == (2, 2, n, n) and view.snapshots[-1].scores is None
     np.testing.assert_allclose(view.snapshots[-1].patterns.sum(-1), 1.0, atol=1e-5)
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from core.analysis import rollout
+from core.config import ConfigError, ModelConfig
 from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
 from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,
                                  figure2_strip, image_with_grid)
@@ -113,6 +114,39 @@ def test_figure2_identity_matches_the_recording(images, encoding, pe, patch):
         assert not token.position.any()  # no position encoding: e_n = 0
     if encoding == "learned" and pe is None:
         assert np.allclose(token.position, model.pos_embed.weight[n].detach().numpy())
+
+
+def test_a_standardising_model_reads_each_channel_at_mean_0(images):
+    model = tiny_vit(2, image_norm=True)
+    run = record_image(model, images[2])
+    read = run.recording["hook_image_norm"]  # [C, H, W], what the patch embedding read
+    image = images[2].transpose(2, 0, 1) / 255.0
+    eps = 0.05**2
+    expected = (image - image.mean(axis=(1, 2), keepdims=True)) / np.sqrt(image.var(axis=(1, 2), keepdims=True) + eps)
+    assert np.allclose(read, expected, atol=1e-5)
+    assert np.allclose(read.mean(axis=(1, 2)), 0, atol=1e-5)
+    spread = np.sqrt(image.var(axis=(1, 2)))
+    assert np.allclose(read.std(axis=(1, 2)), spread / np.sqrt(spread**2 + eps), atol=1e-4)  # under 1 by eps
+    # figure 2 shows the picture's own pixels, and vec(p_n) is the standardised patch the model read
+    token = patch_token(model, run, 9)
+    r, c = divmod(9, COLS)
+    assert np.allclose(token.pixels, images[2][4 * r:4 * r + 4, 4 * c:4 * c + 4] / 255)
+    assert np.allclose(token.vec, patchify(torch.from_numpy(read)[None], 4)[0, 9].numpy())
+    assert token.embed_error < 1e-5 and token.sum_error < 1e-6
+    # the same shape in other colours reads the same up to each channel's sign
+    inverted = record_image(model, 255 - images[2]).recording["hook_image_norm"]
+    assert np.allclose(inverted, -read, atol=1e-4)
+
+
+def test_a_flat_image_standardises_to_zeros_not_noise():
+    model = tiny_vit(2, image_norm=True)
+    flat = np.full((32, 32, 3), (200, 30, 90), dtype=np.uint8)
+    assert np.abs(record_image(model, flat).recording["hook_image_norm"]).max() < 1e-4  # float rounding only
+
+
+def test_image_norm_needs_patches():
+    with pytest.raises(ConfigError, match="image patches"):
+        ModelConfig(vocab_size=10, image_norm=True)
 
 
 def test_figure2_refuses_a_patch_that_does_not_exist(vit, run):
