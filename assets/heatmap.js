@@ -297,6 +297,7 @@ function render(state) {
                             `heatmap; rows: ${spec.y_title}; columns: ${spec.x_title}`);
   state.root.style.setProperty("--al-scale", String(spec.font_scale || 1)); // the button and hover box, too
   state.root.dataset.plot = JSON.stringify([box.x0, box.y0, box.cell]); // where the cells are, for tests
+  state.root.dataset.title = spec.title || ""; // what it shows, as plotly's title text is, for tests
   state.root.dataset.drawn = String(Number(state.root.dataset.drawn) + 1); // tells tests and benchmarks it drew
 }
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.figures.canvas import pack
+from core.figures.canvas import head_heatmap_spec, pack
 from pages._common import PRESENTER_SCALE
 
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "heatmap.js"
@@ -45,3 +45,9 @@ def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = 
     scale = PRESENTER_SCALE if st.session_state.get("presenter") else 1
     _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=scale), key=key,
                on_cell_change=clicked)
+
+
+def head_chart(pattern, tokens, scores=None, *, key: str, filename: str, **options) -> None:
+    """One head's pattern [N(query), N(key)] on the canvas chart, as every page draws a head: `options` are
+    core.figures.canvas.head_heatmap_spec's (unknown, notation, title, masked, height)."""
+    heatmap(head_heatmap_spec(pattern, tokens, scores, **options), key=key, filename=filename)

@@ -19,7 +19,6 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.figures.attention import head_heatmap  # noqa: E402
 from core.figures.maths import cost_figure, token_agreement_bars  # noqa: E402
 from core.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelComparison,  # noqa: E402
                                    compare_on_recording, fitted_slope, measure_cost)
@@ -27,6 +26,7 @@ from core.predictions import closeness, nearest_factor  # noqa: E402
 from pages._common import (BIND, chart, layer_head_picker, model_picker, notation_switch,  # noqa: E402
                            predict_then_reveal, show_grade, text_cards, typed_text_recording,
                            until_revealed)
+from pages._heatmap import head_chart  # noqa: E402
 N_CHOICES = [64, 128, 256, 512, 1024, 2048, 4096]
 HEAD_DIMS = [16, 32, 64]
 REPEATS = 5
@@ -169,14 +169,13 @@ def reveal_comparison(comparison: KernelComparison, recording, notation: str, pr
         st.caption("Also: " + "; ".join(notes) + ".")
     col_soft, col_lin = st.columns(2)
     with col_soft:
-        chart(head_heatmap(comparison.softmax_pattern, tokens, unknown=unknown, notation=notation,
-                           masked=comparison.masked, title="softmax (the model's own pattern)"),
-              key="softmax_chart", filename="softmax_pattern")
+        head_chart(comparison.softmax_pattern, tokens, unknown=unknown, notation=notation, masked=comparison.masked,
+                   title="softmax (the model's own pattern)", key="softmax_chart", filename="softmax_pattern")
     with col_lin:
-        chart(head_heatmap(comparison.linear_pattern, tokens, unknown=unknown, notation=notation,
-                           masked=comparison.linear_masked,
-                           title=f"linear attention ({'causal' if comparison.causal else 'no mask'})"),
-              key="linear_chart", filename="linear_pattern")
+        head_chart(comparison.linear_pattern, tokens, unknown=unknown, notation=notation,
+                   masked=comparison.linear_masked,
+                   title=f"linear attention ({'causal' if comparison.causal else 'no mask'})", key="linear_chart",
+                   filename="linear_pattern")
     chart(token_agreement_bars(comparison.token_cosine, tokens, unknown=unknown,
                                title="How far apart the two outputs point, token by token"),
           key="cosine_chart", filename="softmax_vs_linear_cosine", zoom=False)

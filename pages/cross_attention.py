@@ -22,12 +22,13 @@ import streamlit as st  # noqa: E402
 from core.data import grammar  # noqa: E402
 from core.data.translation import (HELDOUT_SEED, SourceSentence, TranslationInputError, generate_pairs,  # noqa: E402
                                    read_source, vocabularies)
-from core.figures.attention import HEAD_COLORS, head_heatmap  # noqa: E402
+from core.figures.attention import HEAD_COLORS  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
 from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun, alignment_mass,  # noqa: E402
                           list_seq2seq_cards, load_seq2seq, run_translation)
 from pages._common import (BIND, chart, keep_in_range, known_words_expander, literal, notation_switch,  # noqa: E402
                            predict_then_reveal, revealed, show_grade, show_input_error, until_revealed)
+from pages._heatmap import head_chart  # noqa: E402
 
 DEFAULT_MODEL = "tailish"
 DEFAULT_SOURCE = "the dog that the children loved chased two old cats ."
@@ -361,9 +362,8 @@ def decoder_section(run: TranslationRun, layer: int, head: int, notation: str) -
                           "decoder_forced"))
     for column, (title, recording, reads, key) in zip(st.columns(len(passes), gap="large"), passes):
         with column:
-            chart(head_heatmap(recording.pattern("decoder", layer)[head], reads,
-                               recording.scores("decoder", layer)[head], notation=notation,
-                               title=f"{title} · L{layer} H{head}"), key=key, filename=key)
+            head_chart(recording.pattern("decoder", layer)[head], reads, recording.scores("decoder", layer)[head],
+                       notation=notation, title=f"{title} · L{layer} H{head}", key=key, filename=key)
     if hides_free_generation(run):
         until_revealed("predict_free", "The decoder's self-attention while it reads its own words")
 
@@ -375,10 +375,9 @@ def encoder_section(source: SourceSentence, run: TranslationRun, card: Seq2SeqCa
     layer, head = layer_head_pickers(card.config.n_encoder_layers, card.config.n_heads, (0, 0), "enc_", "Encoder")
     col_chart, _ = st.columns([3, 2])
     with col_chart:
-        chart(head_heatmap(run.free.pattern("encoder", layer)[head], list(source.words),
-                           run.free.scores("encoder", layer)[head], notation=notation,
-                           title=f"encoder · L{layer} H{head}"), key="encoder_chart",
-              filename="encoder_self_attention")
+        head_chart(run.free.pattern("encoder", layer)[head], list(source.words),
+                   run.free.scores("encoder", layer)[head], notation=notation, title=f"encoder · L{layer} H{head}",
+                   key="encoder_chart", filename="encoder_self_attention")
 
 
 # ---------------------------------------------------------------------------------------------------------

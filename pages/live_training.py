@@ -27,7 +27,7 @@ import streamlit as st  # noqa: E402
 from core import registry  # noqa: E402
 from core.analysis import best_head  # noqa: E402
 from core.config import ConfigError  # noqa: E402
-from core.figures.attention import head_heatmap, small_multiples  # noqa: E402
+from core.figures.attention import small_multiples  # noqa: E402
 from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
 from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, NotOwnerError,  # noqa: E402
                        QuotaError, RunSpec, RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot,
@@ -36,6 +36,7 @@ from core.train import SCHEDULES, noam_peak  # noqa: E402
 from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
 from pages._common import (BIND, browser_id, chart, literal, models_dir, notation_switch,  # noqa: E402
                            predict_then_reveal, show_grade, until_revealed)
+from pages._heatmap import head_chart  # noqa: E402
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -267,8 +268,8 @@ def first_choice(snapshot: Snapshot) -> tuple[int, int]:
 def head_and_all_heads(snap: Snapshot, tokens: list[str], layer: int, head: int, notation: str, key: str) -> None:
     col_head, col_all = st.columns([3, 2])
     with col_head:
-        chart(head_heatmap(snap.patterns[layer, head], tokens, notation=notation,
-                           title=f"L{layer} H{head} after {snap.step} steps"), f"{key}_pattern", "pattern_at_step")
+        head_chart(snap.patterns[layer, head], tokens, notation=notation,
+                   title=f"L{layer} H{head} after {snap.step} steps", key=f"{key}_pattern", filename="pattern_at_step")
     with col_all:
         chart(small_multiples(snap.patterns, notation=notation, selected=(layer, head), cell_px=110),
               f"{key}_all_heads", "all_heads_at_step", zoom=False)

@@ -24,7 +24,6 @@ import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from core.figures.attention import head_heatmap  # noqa: E402
 from core.figures.generation import (CELL_SELECTION, generation_heatmap, incremental_heatmap, mask_grid,  # noqa: E402
                                      next_token_bars)
 from core.generation import CacheCheck, Generation, Sampling, cache_check, generate  # noqa: E402
@@ -38,6 +37,7 @@ from core.predictions import cache_agreement, changed_count, empty_row  # noqa: 
 from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, keep_in_range, literal, model_picker,  # noqa: E402
                            models_dir, predict_then_reveal, revealed, shared_result, show_grade,
                            show_input_error, text_cards, until_revealed)
+from pages._heatmap import head_chart  # noqa: E402
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
@@ -204,9 +204,9 @@ def mask_section(card) -> None:
 
 def masked_pattern_chart(recording: Recording, tokens: list[str], layer: int, head: int, filename: str,
                          key: str) -> None:
-    chart(head_heatmap(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                       title=f"the model under this mask · L{layer} H{head}",
-                       height=int(np.clip(16 * len(tokens) + 300, 400, 620))), key=key, filename=filename)
+    head_chart(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
+               title=f"the model under this mask · L{layer} H{head}",
+               height=int(np.clip(16 * len(tokens) + 300, 400, 620)), key=key, filename=filename)
 
 
 def incremental_section(recording: Recording, change: np.ndarray, allowed: torch.Tensor) -> None:

@@ -19,13 +19,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.figures.attention import head_heatmap, softmax_row_bar  # noqa: E402
+from core.figures.attention import softmax_row_bar  # noqa: E402
 from core.figures.maths import matrix_heatmap, token_axis_labels  # noqa: E402
 from core.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
 from core.predictions import closeness  # noqa: E402
 from pages._common import (BIND, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
                            layer_head_picker, literal, model_picker, models_dir, predict_then_reveal,
                            show_grade, text_cards, token_choices, typed_text_recording, until_revealed)
+from pages._heatmap import head_chart  # noqa: E402
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
 FORM_TITLES = {"multi-head sum": "The paper: a sum over the heads",  # step -> title (core's would answer the prompt)
@@ -202,9 +203,9 @@ if shows(3):
         st.latex(pattern.latex)
         col_a, col_sums = st.columns([3, 2])
         with col_a:
-            chart(head_heatmap(pattern.value.T, tokens, this.steps["scores"].value.T, unknown=unknown,
-                               notation="paper", title=f"A_{head}: column n = query, rows n′ = keys"),
-                  key="chart_pattern", filename="maths_pattern")
+            head_chart(pattern.value.T, tokens, this.steps["scores"].value.T, unknown=unknown, notation="paper",
+                       title=f"A_{head}: column n = query, rows n′ = keys", key="chart_pattern",
+                       filename="maths_pattern")
         with col_sums:
             sums = pattern.value.sum(axis=0)
             st.dataframe(pd.DataFrame({"query n": labels, "Σ_n′ A[n′, n]": sums}), hide_index=True,

@@ -69,14 +69,31 @@ def as_shown(markdown: str) -> str:
     return re.sub(r"\\(.)", r"\1", markdown)
 
 
+CHART_TYPES = ("plotly_chart", "bidi_component")  # plotly, and the canvas heatmap (pages/_heatmap.py)
+
+
 def charts(at: AppTest) -> list:
-    return list(at.get("plotly_chart"))
+    """The charts drawn, in page order: plotly charts and canvas heatmaps."""
+    return [element for element in at._tree if element.type in CHART_TYPES]
+
+
+def drawn(at: AppTest, key: str) -> bool:
+    """Whether a chart with this key is drawn (an element's id ends with its key)."""
+    return any(chart.proto.id.endswith(key) for chart in charts(at))
 
 
 def figure(chart) -> dict:
     """A plotly chart element's figure, parsed from its JSON (never searched as text: how plotly escapes "·" or
-    spaces depends on which JSON library is installed)."""
-    return json.loads(chart.proto.spec)
+    spaces depends on which JSON library is installed); a canvas heatmap's spec as the browser reads it, its arrays
+    as lists (so two specs compare with ==), its title under "layout" as plotly's is."""
+    if chart.type == "plotly_chart":
+        return json.loads(chart.proto.spec)
+    from core.figures.canvas import unpack
+
+    spec = unpack(chart.proto.bytes)
+    return {**spec, "arrays": {name: value.tolist() for name, value in spec["arrays"].items()},
+            "layout": {"title": spec["title"], "xaxis": {"title": spec["x_title"]},
+                       "yaxis": {"title": spec["y_title"]}}}
 
 
 def figures(at: AppTest) -> list[dict]:

@@ -127,6 +127,12 @@ def load(page, url: str, charts: int) -> None:
     assert page.locator(ERROR).count() == 0
 
 
+def chart_titles(page) -> list[str]:
+    """Every chart's title, in page order: a plotly chart's title text, a canvas heatmap's data-title."""
+    return page.evaluate(f"""() => [...document.querySelectorAll('{ANY_CHART}')].map(chart =>
+        chart.matches('{HEATMAP}') ? chart.dataset.title || '' : chart.querySelector('.gtitle')?.textContent || '')""")
+
+
 def head_chart_rows(page) -> str:
     """What the head chart's rows are, as its canvas tells screen readers ("…; rows: query n · rows sum to 1; …")."""
     label = page.locator(f"{HEATMAP} canvas").first.get_attribute("aria-label")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHART, CHROMIUM, ERROR, page, server, shoot, wait_idle  # noqa: F401
+from test_browser import (ANY_CHART, CHART, CHROMIUM, ERROR, chart_titles, page, server, shoot,  # noqa: F401
+                          wait_idle)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
@@ -20,13 +21,10 @@ pytestmark = [pytest.mark.browser,
 
 
 def charts_drawn(page, at_least: int) -> None:
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= {at_least}")
+    """Until `at_least` charts are drawn: plotly (cross-attention) and canvas heatmaps (the heads' self-attention)."""
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length >= {at_least}")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
-
-
-def chart_titles(page) -> list[str]:
-    return page.locator(f"{CHART} .gtitle").all_text_contents()
 
 
 def reveal_both(page) -> None:
@@ -40,7 +38,7 @@ def reveal_both(page) -> None:
 def test_encoder_decoder_page_in_the_browser(server, page, shoot):
     page.goto(f"{server}/cross_attention")
     charts_drawn(page, 2)  # the decoder's self-attention on the reference, and the encoder's
-    assert page.locator(CHART).count() == 2 and page.get_by_text("The model, free (greedy) generation").count() == 0
+    assert page.locator(ANY_CHART).count() == 2 and page.get_by_text("The model, free (greedy) generation").count() == 0
     shoot(page, "cross_attention_0_before_reveal")
     reveal_both(page)
     charts_drawn(page, 5)
@@ -77,6 +75,6 @@ def test_encoder_decoder_page_in_the_browser(server, page, shoot):
     box.press("Enter")
     page.get_by_text("'zebra' is not in the grammar's vocabulary").wait_for()
     wait_idle(page)
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length == 0")
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length == 0")
     assert page.locator(ERROR).count() == 0
     shoot(page, "cross_attention_3_unknown_word")

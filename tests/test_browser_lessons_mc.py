@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHART, CHROMIUM, ERROR, load, page, server, shoot, wait_idle  # noqa: F401 (fixtures)
+from test_browser import ANY_CHART, CHART, CHROMIUM, ERROR, load, page, server, shoot, wait_idle  # noqa: F401 (fixtures)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
@@ -29,7 +29,7 @@ def wait_for_chart_text(page, text: str) -> None:
 def test_maths_page_in_the_browser(server, page, shoot):
     load(page, f"{server}/maths", 1)  # step 1 alone: X
     assert page.get_by_text("The maths, step by step").count() >= 1
-    assert page.get_by_text("Running example:").count() == 1 and page.locator(CHART).count() == 1
+    assert page.get_by_text("Running example:").count() == 1 and page.locator(ANY_CHART).count() == 1
     shoot(page, "maths_1_default")
     page.get_by_role("button", name="Next").click()  # step 2: queries and keys
     page.wait_for_url("**maths_step=2*")
@@ -50,7 +50,7 @@ def test_maths_page_in_the_browser(server, page, shoot):
     assert page.locator(ERROR).count() == 0
     shoot(page, "maths_2_head1_revealed")
     page.goto(f"{server}/maths?presenter=true&layer=L1&head=H1&maths_step=all+steps")
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 12")
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length >= 12")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     shoot(page, "maths_3_presenter_L1")
@@ -61,7 +61,7 @@ def test_cost_page_in_the_browser(server, page, shoot):
     page.get_by_role("button", name="Measure on this machine").click()
     page.get_by_text("the chart and the table of times: shown when you reveal").wait_for()
     wait_idle(page)
-    assert page.locator(CHART).count() == 0 and page.get_by_text("time slope").count() == 0
+    assert page.locator(ANY_CHART).count() == 0 and page.get_by_text("time slope").count() == 0
     shoot(page, "cost_0_measured_not_revealed")
     page.get_by_role("button", name="Reveal").nth(0).click()  # when N doubles…
     page.get_by_text("time slope").wait_for()
@@ -80,7 +80,7 @@ def test_cost_page_in_the_browser(server, page, shoot):
     assert chart_text(page, 0) != first
     page.get_by_role("button", name="Reveal").nth(1).click()  # softmax vs linear on the model's head
     page.get_by_text("different kernel").wait_for()
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 4")
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length >= 4")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     shoot(page, "cost_2_comparison")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHART, CHROMIUM, ERROR, load, page, server, shoot, wait_idle  # noqa: F401
+from test_browser import CHART, CHROMIUM, ERROR, canvas_image, load, page, server, shoot, wait_idle  # noqa: F401
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
@@ -55,12 +55,12 @@ def test_masks_page_in_the_browser(server, page, shoot):
     assert page.get_by_text("0 cells switched from the causal preset").count() == 1
     shoot(page, "masks_1_default")
 
-    pattern = page.locator(CHART).first.locator(".heatmaplayer").inner_html()
+    pattern = canvas_image(page)  # the model under the mask: the page's one canvas heatmap
     page.locator(f'{GRID_CELL}[aria-label*="query token: 3: to; key token: 1: the;"]').click()
     page.get_by_text("1 cell switched from the causal preset").wait_for()
     wait_idle(page)
     assert "cells=3%3A1" in page.url or "cells=3:1" in page.url
-    assert page.locator(CHART).first.locator(".heatmaplayer").inner_html() != pattern
+    assert canvas_image(page) != pattern
     assert page.locator(f'{GRID_CELL}[aria-label*="query token: 3: to; key token: 1: the; state: masked"]').count() == 1
 
     page.locator(f'{GRID_CELL}[aria-label*="query token: 3: to; key token: 1: the;"]').click()  # again: back

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from test_browser import CHART, CHROMIUM, ERROR, _build_models, page, serve_app, shoot, wait_idle  # noqa: F401
+from test_browser import CHART, CHROMIUM, ERROR, HEATMAP, _build_models, page, serve_app, shoot, wait_idle  # noqa: F401
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -70,7 +70,7 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
     page.get_by_text("Attention as it formed").wait_for()
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
-    assert page.locator(".st-key-tr_scrub_pattern " + CHART).count() == 1
+    assert page.locator(".st-key-tr_scrub_pattern " + HEATMAP).count() == 1  # the head, on the canvas chart
     assert page.locator(".st-key-tr_save button").count() == 1
     shoot(page, "training_3_stopped")
 

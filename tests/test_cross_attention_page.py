@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import figure, shows
+from conftest import charts, figure, shows
 from core.data import grammar
 from core.data.translation import TranslationInputError, read_source
 from pages._common import literal
@@ -46,10 +46,6 @@ def reveal_all(at: AppTest) -> AppTest:
         if any(button.key == key for button in at.button):
             at.button(key=key).click().run()
     return at
-
-
-def charts(at: AppTest) -> list:
-    return list(at.get("plotly_chart"))
 
 
 def spec(at: AppTest, index: int) -> dict:

@@ -10,7 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from core.checkpoint import ModelCard, save_checkpoint
-from conftest import as_shown, figure, figures, ok, shows
+from conftest import as_shown, charts, drawn, figure, figures, ok, shows
 from tiny_models import tiny_model
 
 torch.set_num_threads(1)
@@ -52,7 +52,7 @@ def text_of(elements) -> str:
 
 def spec(at: AppTest, key: str) -> dict:
     """The figure of the chart drawn under this key."""
-    return next(figure(chart) for chart in at.get("plotly_chart") if chart.key == key)
+    return next(figure(chart) for chart in charts(at) if chart.proto.id.endswith(key))
 
 
 def reveal(at: AppTest, key: str, answer=None) -> AppTest:
@@ -110,7 +110,7 @@ def test_positions_rope_controls_and_the_length_reveal(app):
     at.slider(key="rope_pair").set_value(3)
     at.radio(key="rope_which").set_value("k").run()
     ok(at)
-    assert not any(c.key == "rope_chart" for c in at.get("plotly_chart"))  # another question, hidden again
+    assert not drawn(at, "rope_chart")  # another question, hidden again
     at = reveal(at, "predict_length")
     assert spec(at, "rope_chart") != before and shows(spec(at, "rope_chart"), "pair 3")
     at.text_area(key="text").set_value("mary found the key").run()
@@ -170,7 +170,7 @@ def test_positions_permutation_on_a_model_without_an_encoding_and_bad_input(app)
     assert shows(spec(at, "permutation_chart"), "sinusoidal (switched on: not trained with it)")
     at.text_input(key="perm_b").set_value("the dog chases the cat .").run()  # the same order: nothing differs
     ok(at)
-    assert "permutation_chart" not in {c.key for c in at.get("plotly_chart")}  # other texts: asked afresh
+    assert not drawn(at, "permutation_chart")  # other texts: asked afresh
     at = reveal(at, "predict_causal")
     assert "these two texts are in the same order" in text_of(at.markdown)
     at.text_input(key="perm_b").set_value("the cat chases a dog .").run()
@@ -246,7 +246,7 @@ def test_switched_cells_change_the_pattern_and_an_empty_row_is_warned(app, causa
     at.text_input(key="cells").set_value("1:0 1:1").run()
     ok(at)
     assert "Query 1 (the) may attend to **no key**" in at.warning[0].value
-    assert not any(c.key == "masked_pattern_chart" for c in at.get("plotly_chart"))  # it would answer the prompt
+    assert not drawn(at, "masked_pattern_chart")  # it would answer the prompt
     at = reveal(at, "predict_empty_row", "all zeros")
     assert "gets a row summing to **0**" in text_of(at.markdown) and "**Right.**" in text_of(at.markdown)
     assert "its attention row is all zeros" in at.warning[0].value

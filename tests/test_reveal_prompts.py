@@ -13,7 +13,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from conftest import PAGES, figures, ok, shows
+from conftest import PAGES, drawn, figures, ok, shows
 from core import position_lab as lab
 from core import registry
 from core.data.translation import read_source, vocabularies
@@ -60,8 +60,8 @@ def page_text(at: AppTest) -> str:
 
 
 def chart_keys(at: AppTest) -> set[str]:
-    """The user keys of the plotly charts drawn (an element id ends with its key)."""
-    return {key for chart in at.get("plotly_chart") for key in KNOWN_CHARTS if chart.proto.id.endswith(key)}
+    """The user keys of the charts drawn, plotly or canvas (an element id ends with its key)."""
+    return {key for key in KNOWN_CHARTS if drawn(at, key)}
 
 
 def table_columns(at: AppTest) -> set[str]:
