@@ -196,6 +196,21 @@ function drawHatching(ctx, spec, box) {
   ctx.stroke();
 }
 
+function drawDivider(ctx, divider, box) { // dashed lines before row and column `at` (e.g. the training length)
+  const {x0, y0, cell, plotWidth, plotHeight} = box, at = divider.at * cell;
+  ctx.save();
+  ctx.strokeStyle = divider.color;
+  ctx.lineWidth = 2;
+  ctx.setLineDash([6, 4]);
+  ctx.beginPath();
+  ctx.moveTo(x0 + at, y0);
+  ctx.lineTo(x0 + at, y0 + plotHeight);
+  ctx.moveTo(x0, y0 + at);
+  ctx.lineTo(x0 + plotWidth, y0 + at);
+  ctx.stroke();
+  ctx.restore();
+}
+
 function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` device pixels per CSS pixel
   const scale = spec.font_scale || 1;
   const ctx = canvas.getContext("2d");
@@ -212,6 +227,7 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   ctx.imageSmoothingEnabled = box.cell < 1; // under a pixel a cell: average, rather than drop, what cannot show
   ctx.drawImage(spec.image, box.x0, box.y0, box.plotWidth, box.plotHeight);
   if (spec.hatch) drawHatching(ctx, spec, box);
+  if (spec.divider) drawDivider(ctx, spec.divider, box);
   drawAxes(ctx, spec, box, colors);
   drawColorbar(ctx, spec, box, colors);
   return box;

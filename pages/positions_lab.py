@@ -23,7 +23,6 @@ import streamlit as st  # noqa: E402
 
 from core import length_lab  # noqa: E402
 from core import position_lab as lab  # noqa: E402
-from core.figures.attention import head_heatmap  # noqa: E402
 from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap,  # noqa: E402
                                     length_loss_lines, permutation_grid, rope_pair_figure, similarity_colours,
                                     similarity_heatmap, similarity_profile)
@@ -34,6 +33,7 @@ from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
 from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
                            model_picker, models_dir, predict_then_reveal, show_grade, show_input_error,
                            text_cards, trained_alternative, until_revealed)
+from pages._heatmap import head_chart  # noqa: E402
 
 TABLE_CAPTIONS = {
     "sinusoidal": "e_n[2i] = sin(n / 10000^(2i/D)), e_n[2i+1] = cos(n / 10000^(2i/D)) (Vaswani et al.): the vector "
@@ -340,13 +340,9 @@ def attention_past_the_length(models: dict, length: int) -> None:
                           format_func=lambda i: f"H{i}") or 0
     ids = length_lab.long_texts(length_lab.LONGER * length, 1)[0]
     pattern = length_lab.long_pattern(model, ids, min(layer, model.cfg.n_layers - 1), min(head, model.cfg.n_heads - 1))
-    fig = head_heatmap(pattern, [tokenizer().id_to_token(i) for i in ids.tolist()], title=f"{card.name} · L{layer} H{head} · "
-                       f"{len(ids)} tokens; from position {length} on, never seen in training")
-    for axis in ("x", "y"):  # the training length, on both axes
-        fig.add_shape(type="line", **{f"{axis}0": length - 0.5, f"{axis}1": length - 0.5},
-                      **{f"{'y' if axis == 'x' else 'x'}0": -0.5, f"{'y' if axis == 'x' else 'x'}1": len(ids) - 0.5},
-                      line=dict(color="#D55E00", width=2, dash="dash"))
-    chart(fig, key="long_pattern_chart", filename=f"{card.name}_L{layer}H{head}_long")
+    head_chart(pattern, [tokenizer().id_to_token(i) for i in ids.tolist()], divider=length,
+               title=f"{card.name} · L{layer} H{head} · {len(ids)} tokens; from position {length} on, never seen "
+                     "in training", key="long_pattern_chart", filename=f"{card.name}_L{layer}H{head}_long")
     st.caption(f"Rows: queries; columns: keys (common notation). The dashed lines mark position {length}: below and "
                "right of them, queries and keys at positions no training text reached.")
 

@@ -93,3 +93,13 @@ def test_unpack_refuses_trailing_bytes():
     pattern, scores = causal_head(3)
     with pytest.raises(ValueError, match="past its arrays"):
         unpack(pack(head_heatmap_spec(pattern, list("abc"), scores)) + b"\0\0\0\0")
+
+
+def test_a_divider_falls_between_two_tokens_on_both_axes():
+    pattern = np.tril(np.ones((6, 6))) / np.arange(1, 7)[:, None]
+    spec = unpack(pack(head_heatmap_spec(pattern, list("abcdef"), divider=4)))
+    assert spec["divider"]["at"] == 4 and spec["divider"]["color"].startswith("#")
+    assert "divider" not in head_heatmap_spec(pattern, list("abcdef"))
+    for outside in (0, 6, 9):
+        with pytest.raises(ValueError, match="between two of the 6 tokens"):
+            head_heatmap_spec(pattern, list("abcdef"), divider=outside)

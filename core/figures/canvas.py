@@ -25,6 +25,7 @@ from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, 
                                     oriented, plain_token_labels)
 
 DTYPES = {"float32": np.float32, "uint8": np.uint8}
+DIVIDER_COLOR = "#D55E00"  # vermilion: seen on the blues, colour-blind safe
 
 
 def _roles(notation: str) -> tuple[str, str]:
@@ -46,11 +47,13 @@ def _base_spec(labels: list[str], notation: str, title: str, height: int | None,
 
 def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray | None = None, *,
                       unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
-                      masked: np.ndarray | None = None, height: int | None = None) -> dict:
+                      masked: np.ndarray | None = None, height: int | None = None,
+                      divider: int | None = None) -> dict:
     """One head's pattern [N(query), N(key)], as core.figures.attention.head_heatmap shows it: weights on 0..1,
     masked cells (from `masked`, else scores of -inf) grey, hatched up to MAX_HATCHED tokens. The hover gives the
     query, the key, the weight and, when `scores` are given, the pre-softmax score, at every N (the scores are
-    sent as bytes, so unlike the plotly chart there is no size past which they are left out)."""
+    sent as bytes, so unlike the plotly chart there is no size past which they are left out). `divider`: dashed
+    lines before token `divider` on both axes (say, where the texts a model was trained on ended)."""
     pattern = np.asarray(pattern)
     n = pattern.shape[-1]
     if pattern.shape != (n, n) or len(tokens) != n:
@@ -62,6 +65,10 @@ def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.nda
         spec["arrays"]["score"] = oriented(np.asarray(scores), notation)
         spec["fields"].append({"name": "score", "array": "score", "digits": 3})
     spec.update(color="weight", zmin=0.0, zmax=1.0, colorscale=WEIGHT_COLORSCALE, colorbar_title="weight (0 … 1)")
+    if divider is not None:
+        if not 0 < divider < n:
+            raise ValueError(f"the divider must fall between two of the {n} tokens, got {divider}")
+        spec["divider"] = {"at": int(divider), "color": DIVIDER_COLOR}
     return spec
 
 
