@@ -343,7 +343,8 @@ plotly_chart(image_with_grid(run.image, patch, first, selected=chosen), image_sl
                         config=NO_BAR, on_select=_pick_patch, selection_mode="points")
 token = patch_token(model, run, chosen)
 plotly_chart(figure2_strip(token.pixels, token.vec, token.embedded, token.position, token.token_vector,
-                              token.token, notation=notation), key="figure2_chart", config=PLOT_CONFIG)
+                              token.token, notation=notation, standardised=cfg.image_norm), key="figure2_chart",
+             config=PLOT_CONFIG)
 layout_note = ("Paper notation: each vector is a column, as in X (D × N) of seed 001."
                if notation == "paper" else "Common notation: each vector is a row, as in X (N × D).")
 position_note = {"none": "This run has no position encoding: e_n = 0, so x_n = W p_n and the model sees the patches "

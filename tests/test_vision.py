@@ -131,7 +131,7 @@ def test_a_standardising_model_reads_each_channel_at_mean_0(images):
     token = patch_token(model, run, 9)
     r, c = divmod(9, COLS)
     assert np.allclose(token.pixels, images[2][4 * r:4 * r + 4, 4 * c:4 * c + 4] / 255)
-    assert np.allclose(token.vec, patchify(torch.from_numpy(read)[None], 4)[0, 9].numpy())
+    assert np.allclose(token.vec, patchify(torch.tensor(read)[None], 4)[0, 9].numpy())
     assert token.embed_error < 1e-5 and token.sum_error < 1e-6
     # the same shape in other colours reads the same up to each channel's sign
     inverted = record_image(model, 255 - images[2]).recording["hook_image_norm"]
@@ -333,3 +333,15 @@ def test_class_probability_bars(run):
     assert bar.y[2].endswith("✓")
     colours = list(bar.marker.color)
     assert len(set(colours)) == 2 and colours.count(colours[run.predicted]) == 1
+
+
+def test_figure2_draws_a_standardised_patch_on_a_signed_scale(images):
+    model = tiny_vit(2, image_norm=True)
+    token = patch_token(model, record_image(model, images[2]), 9)
+    assert token.vec.min() < 0  # standardised: numbers of both signs, not pixels in [0, 1]
+    fig = figure2_strip(token.pixels, token.vec, token.embedded, token.position, token.token_vector, token.token,
+                        standardised=True)
+    vec = _heatmaps(fig)[0]
+    assert vec.zmin == -vec.zmax == -np.abs(token.vec).max() and vec.colorscale != _heatmaps(figure2_strip(
+        token.pixels, token.vec, token.embedded, token.position, token.token_vector, token.token))[0].colorscale
+    assert any("standardised" in (a.text or "") for a in fig.layout.annotations)

@@ -213,9 +213,12 @@ def attention_small_multiples(image: np.ndarray, grids: np.ndarray, patch: int, 
 # ---------------------------------------------------------------------------------------------------------
 
 def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, position: np.ndarray,
-                  token_vector: np.ndarray, token: int, notation: str = "paper", height: int | None = None) -> go.Figure:
+                  token_vector: np.ndarray, token: int, notation: str = "paper", height: int | None = None,
+                  standardised: bool = False) -> go.Figure:
     """Seed 001 figure 2 for one patch, left to right: the patch p_n, vec(p_n) (C·p·p numbers in (C, p, p)
     order), W p_n + b, e_n and x_n = W p_n + e_n (D numbers each, one colour scale for the three).
+    standardised: vec holds the image's standardised channels (ModelConfig.image_norm), numbers of either sign
+    drawn on the vectors' diverging scale with their own span, not pixel values in [0, 1] on a grey one.
 
     notation "paper": vectors are columns, as in X (D x N) of seed 001; "common": rows, as in X (N x D)."""
     vec, embedded, position, token_vector = (np.asarray(v, dtype=float) for v in (vec, embedded, position,
@@ -224,7 +227,8 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
     p = pixels.shape[0]
     channels = pixels.shape[2] if pixels.ndim == 3 else 1
     span = max(float(np.abs(np.concatenate([embedded, position, token_vector])).max()), 1e-9)
-    titles = [f"patch p<sub>{token}</sub>", f"vec(p<sub>{token}</sub>) ∈ ℝ<sup>{k}</sup>",
+    vec_title = f"vec(p<sub>{token}</sub>){', standardised' if standardised else ''} ∈ ℝ<sup>{k}</sup>"
+    titles = [f"patch p<sub>{token}</sub>", vec_title,
               f"W p<sub>{token}</sub> + b ∈ ℝ<sup>{d}</sup>", f"e<sub>{token}</sub> ∈ ℝ<sup>{d}</sup>",
               f"x<sub>{token}</sub> = W p<sub>{token}</sub> + e<sub>{token}</sub>"]
     channel_names = ["R", "G", "B"][:channels] if channels == 3 else [f"c{c}" for c in range(channels)]
@@ -267,7 +271,11 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
             fig.update_xaxes(title=dict(text="d" if i == 5 else "", standoff=2), **long_axis, **place(i))
             fig.update_yaxes(**short_axis, **place(i))
 
-    vector(vec, vec_labels, 2, 0.0, 1.0, "gray", "pixel")
+    if standardised:
+        vec_span = max(float(np.abs(vec).max()), 1e-9)
+        vector(vec, vec_labels, 2, -vec_span, vec_span, VECTOR_COLORSCALE, "standardised pixel")
+    else:
+        vector(vec, vec_labels, 2, 0.0, 1.0, "gray", "pixel")
     dims = [f"d={i}" for i in range(d)]
     vector(embedded, dims, 3, -span, span, VECTOR_COLORSCALE, "W p + b,")
     vector(position, dims, 4, -span, span, VECTOR_COLORSCALE, "e,")
