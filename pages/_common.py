@@ -113,7 +113,7 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
             st.caption("Real pretrained models need the optional `transformers` package: run "
                        f"`{pretrained.INSTALL_HINT}`, then restart the app. Nothing else changes without it.")
             return
-        folders = os.environ.get(OPEN_FOLDERS_ENV, "1") != "0"
+        folders = folders_allowed()
         example = "google/vit-base-patch16-224" if image else "gpt2"
         st.caption("Models in this computer's Hugging Face cache are in the picker already. "
                    + (f"Open another by its folder or its cached name (for example {example})." if folders else
@@ -125,11 +125,8 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
         source = (source or "").strip()
         if not source:
             return
-        if not folders and Path(source).expanduser().is_absolute():
-            show_input_error("this server opens models by their cached name only, not from its folders")
-            return
         try:
-            card = pretrained.card_for(source)
+            card = openable_card(source)
             registry.load_model(card.name)  # read the weights now: a broken checkpoint says so here
         except pretrained.PretrainedError as error:
             show_input_error(str(error))
@@ -141,6 +138,19 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
         remember_opened(source)
         st.session_state[PICK_NEXT] = card.name  # the picker exists already: it takes the name on the rerun
         st.rerun()
+
+
+def folders_allowed() -> bool:
+    """Whether this server opens pretrained models from folders (a shared one sets ATTENTION_LAB_OPEN_FOLDERS=0)."""
+    return os.environ.get(OPEN_FOLDERS_ENV, "1") != "0"
+
+
+def openable_card(source: str) -> ModelCard:
+    """The card of a pretrained model named by the sidebar's box or a link, or PretrainedError saying why this
+    server will not open it."""
+    if pretrained.is_folder(source) and not folders_allowed():
+        raise pretrained.PretrainedError("this server opens models by their cached name only, not from its folders")
+    return pretrained.card_for(source)
 
 
 def remember_opened(source: str) -> None:
@@ -163,9 +173,7 @@ def open_linked_model() -> None:
     try:
         if not pretrained.available():
             raise pretrained.PretrainedError(f"real models need `{pretrained.INSTALL_HINT}` on this server")
-        if pretrained.is_folder(source) and os.environ.get(OPEN_FOLDERS_ENV, "1") == "0":
-            raise pretrained.PretrainedError("this server opens models by their cached name only, not from its folders")
-        pretrained.card_for(source)
+        openable_card(source)
     except pretrained.PretrainedError as error:
         st.info(literal(f"The link's model could not be opened: {error}"), icon=":material/link_off:")
         return
