@@ -126,6 +126,23 @@ def test_a_link_to_a_pretrained_folder_opens_it_and_a_broken_one_says_why(app, t
     assert at.selectbox(key="model").value == "lm-rope"
 
 
+def test_a_server_that_opens_no_folders_refuses_them_from_the_box_and_from_links(app, tmp_path, monkeypatch):
+    folder = save_bert(tmp_path / "refused-bert")
+    monkeypatch.setenv("ATTENTION_LAB_OPEN_FOLDERS", "0")
+    at = app(str(PAGES / "text_explorer.py"))
+    assert "this server opens no folders" in " ".join(c.value for c in at.sidebar.caption)
+    at.sidebar.text_input[0].input(str(folder))
+    at.sidebar.button[0].click().run()
+    assert not at.exception and "cached name only" in at.error[0].value
+    assert at.selectbox(key="model").value == "lm-rope"
+    at = app(str(PAGES / "text_explorer.py"), model=f"hf:{folder}")
+    assert not at.exception and "cached name only" in " ".join(i.value for i in at.info)
+    assert at.selectbox(key="model").value == "lm-rope"
+    at = app(str(PAGES / "text_explorer.py"), model=GPT2)  # a cached name still opens
+    ok(at)
+    assert at.selectbox(key="model").value == GPT2
+
+
 def test_a_slow_forward_pass_is_named_as_the_slow_part(app, monkeypatch):
     at = app(str(PAGES / "text_explorer.py"), model=GPT2)
     assert not any("the slow part" in c.value for c in at.caption)  # a tiny model is quick
