@@ -72,7 +72,7 @@ def test_text_explorer_keeps_layer_head_and_window_in_range():
     ("residual_stream.py", dict(position="40"), "position", 11),
     ("token_norm.py", dict(token="40", layer="L9"), "layer", 3),
     ("masks_lab.py", dict(layer="L9", head="H3"), "layer", 3),
-    ("image_lab.py", dict(patch="500", layer="L9"), "patch", 64),
+    ("image_lab.py", dict(patch="500", layer="L9"), "patch", 16),  # the last of vit-learned's 4 x 4 patches
 ])
 def test_every_page_replaces_a_link_value_out_of_range(page, params, key, expected):
     at = start(page, **params)
