@@ -46,7 +46,7 @@ class ModelConfig:
     image_size: int = 32  # patches only
     patch_size: int = 4
     channels: int = 3
-    image_norm: bool = False  # patches only: each image's colour channels standardised before patching (image_standardise)
+    image_norm: bool = False  # patches only: each image's colour channels standardised first (image_standardise)
     n_classes: int = 0  # classifier head only
     pooling: Pooling = "cls"
     pos_encoding: PositionEncoding = "learned"

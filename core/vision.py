@@ -136,16 +136,16 @@ def patch_token(model: Transformer, run: ImageRecording, patch: int) -> PatchTok
         raise ValueError(f"patch {patch} does not exist: the image has {rows * cols} patches (0..{rows * cols - 1})")
     rec = run.recording
     n = token_of_patch(cfg, patch)
-    image = images_to_tensor(run.image[None])  # [1, C, H, W] in [0, 1]
+    shown = patchify(images_to_tensor(run.image[None]), cfg.patch_size)[0, patch]  # [C*p*p] in [0, 1], (C, p, p)
     # what the patch embedding read: the image itself, or its standardised channels (cfg.image_norm)
-    read = torch.tensor(rec["hook_image_norm"])[None] if cfg.image_norm else image
-    vec = patchify(read, cfg.patch_size)[0, patch]  # [C*p*p], (C, p, p) order
+    vec = (patchify(torch.tensor(rec["hook_image_norm"])[None], cfg.patch_size)[0, patch] if cfg.image_norm
+           else shown)
     with torch.no_grad():
         recomputed = model.patch_embed(vec).numpy()
     embedded, position = rec["hook_embed"][n], rec["hook_pos_embed"][n]
     token_vector = rec["blocks.0.hook_resid_pre"][n] if cfg.n_layers else embedded + position
     p, c = cfg.patch_size, cfg.channels
-    pixels = patchify(image, p)[0, patch].numpy().reshape(c, p, p).transpose(1, 2, 0)
+    pixels = shown.numpy().reshape(c, p, p).transpose(1, 2, 0)
     row, col = divmod(patch, cols)
     return PatchToken(patch, n, row, col, pixels, vec.numpy(), embedded, position, token_vector,
                       float(np.abs(recomputed - embedded).max()),

@@ -49,5 +49,5 @@ def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = 
 
 def head_chart(pattern, tokens, scores=None, *, key: str, filename: str, **options) -> None:
     """One head's pattern [N(query), N(key)] on the canvas chart, as every page draws a head: `options` are
-    core.figures.canvas.head_heatmap_spec's (unknown, notation, title, masked, height)."""
+    core.figures.canvas.head_heatmap_spec's (unknown, notation, title, masked, height, divider)."""
     heatmap(head_heatmap_spec(pattern, tokens, scores, **options), key=key, filename=filename)

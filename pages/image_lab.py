@@ -355,8 +355,8 @@ standardised = ("; first, each colour channel of the whole image is standardised
                 "pixels, divided by its spread), so the numbers say where the colours differ, not which colours they "
                 "are" if cfg.image_norm else "")
 st.caption(f"The {patch}×{patch}×{cfg.channels} patch is flattened to {token.vec.size} numbers (vec, in channel, "
-           f"row, column order{standardised}), multiplied by the learned D×{token.vec.size} matrix W (plus its bias b) to give "
-           f"D = {cfg.d_model} numbers, and e_n is added. {position_note} {layout_note} "
+           f"row, column order{standardised}), multiplied by the learned D×{token.vec.size} matrix W (plus its bias "
+           f"b) to give D = {cfg.d_model} numbers, and e_n is added. {position_note} {layout_note} "
            f"Read from the recording; W p_n recomputed from the weights agrees to {token.embed_error:.1e}, and "
            f"W p_n + e_n equals the input of block 0 to {token.sum_error:.1e}.")
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import ANY_CHART, CHART, CHROMIUM, ERROR, load, page, server, shoot, wait_idle  # noqa: F401 (fixtures)
+from test_browser import (ANY_CHART, CHART, CHROMIUM, ERROR, load, page, server, shoot,  # noqa: F401 (fixtures)
+                          wait_idle)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
