@@ -92,6 +92,14 @@ def build_mask(spec: MaskSpec, n: int, device=None) -> torch.Tensor:
     return strided_mask(n, spec.stride, device)
 
 
+def score_offset(allowed: torch.Tensor) -> torch.Tensor:
+    """What a mask adds to the attention scores: 0 where `allowed`, -inf where not, so that a hidden key's weight
+    exp(-inf) = 0 is exactly 0. Made once per forward pass and added in place to every layer's fresh scores:
+    one pass over them and no copy (a masked_fill copy of each layer's [H, N, N] scores cost more than the
+    softmax at N = 1024)."""
+    return torch.zeros(allowed.shape, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+
+
 def padding_mask(valid: torch.Tensor) -> torch.Tensor:
     """From valid [B, N] (True on real tokens) the keys every query may see: [B, 1, N] (broadcast over queries)."""
     return valid[:, None, :]

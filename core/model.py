@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from core.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
-from core.masks import MaskSpec, build_mask, causal_mask, padding_mask
+from core.masks import MaskSpec, build_mask, causal_mask, padding_mask, score_offset
 from core.patches import image_standardise, patchify
 from core.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
 from core.recording import Recording
@@ -150,8 +150,9 @@ class MultiHeadSelfAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, self.n_heads, self.head_dim)  # [B, N, H*K] -> [B, N, H, K]
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor, position: PositionContext,
+    def forward(self, x: torch.Tensor, offset: torch.Tensor, position: PositionContext,
                 record: Recorder, prefix: str, cache: KVCache | None = None) -> torch.Tensor:
+        """offset: [B, N, start + N], 0 where the mask lets a query see a key and -inf where not (score_offset)."""
         q = record(f"{prefix}.hook_q", self.split_heads(self.W_Q(x)))  # [B, N, H, K]
         k = record(f"{prefix}.hook_k", self.split_heads(self.W_K(x)))
         v = record(f"{prefix}.hook_v", self.split_heads(self.W_V(x)))
@@ -165,7 +166,8 @@ class MultiHeadSelfAttention(nn.Module):
         bias = self.position_bias(position, k.shape[1])
         if bias is not None:
             scores = scores + record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
-        scores = record(f"{prefix}.hook_attn_scores", scores.masked_fill(~allowed[:, None], float("-inf")), (1, 2))
+        # -inf where the mask hides a key: in place, as `scores` is this pass's own tensor
+        scores = record(f"{prefix}.hook_attn_scores", scores.add_(offset[:, None]), (1, 2))
         pattern = record(f"{prefix}.hook_pattern", masked_softmax(scores), (1, 2))  # [B, H, N, N], rows sum to 1 (eq. 5)
         z = record(f"{prefix}.hook_z", torch.einsum("bhij,bjhk->bihk", pattern, v))  # [B, N, H, K]
         return self.W_O(z.flatten(2))  # [B, N, H*K] -> [B, N, D]
@@ -210,18 +212,18 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, allowed: torch.Tensor, position: PositionContext,
+    def forward(self, x: torch.Tensor, offset: torch.Tensor, position: PositionContext,
                 record: Recorder, cache: KVCache | None = None) -> torch.Tensor:
         p = self.name
         x = record(f"{p}.hook_resid_pre", x)
         if self.pre_norm:
             attn_out = record(f"{p}.hook_attn_out", self.dropout(
-                self.attn(self.ln1(x, record, f"{p}.ln1"), allowed, position, record, f"{p}.attn", cache)))
+                self.attn(self.ln1(x, record, f"{p}.ln1"), offset, position, record, f"{p}.attn", cache)))
             x = record(f"{p}.hook_resid_mid", x + attn_out)
             mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(self.ln2(x, record, f"{p}.ln2"), record, f"{p}.mlp")))
             return record(f"{p}.hook_resid_post", x + mlp_out)
         attn_out = record(f"{p}.hook_attn_out",
-                          self.dropout(self.attn(x, allowed, position, record, f"{p}.attn", cache)))
+                          self.dropout(self.attn(x, offset, position, record, f"{p}.attn", cache)))
         x = record(f"{p}.hook_resid_mid", self.ln1(x + attn_out, record, f"{p}.ln1"))
         mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(x, record, f"{p}.mlp")))
         return record(f"{p}.hook_resid_post", self.ln2(x + mlp_out, record, f"{p}.ln2"))
@@ -295,8 +297,9 @@ class Transformer(nn.Module):
         if cache is not None and (allowed & ~causal_mask(start + n, x.device)[start:]).any():
             raise ValueError("a key/value cache needs a mask under which no token sees a later one "
                              "(causal, causal window or strided): earlier tokens would change as tokens are added")
+        offset = score_offset(allowed)  # [B, N, start + N]: 0 or -inf, added to every layer's scores
         for block in self.blocks:
-            x = block(x, allowed, position, recorder, cache)
+            x = block(x, offset, position, recorder, cache)
         if self.ln_final is not None:
             x = self.ln_final(x, recorder, "ln_final")
         logits = self.head(self.transform(x, recorder), valid)

@@ -25,6 +25,10 @@ class Batch:
     targets: torch.Tensor  # [B, N] next/masked token ids, or [B] classes
     valid: torch.Tensor | None = None  # [B, N] True on real tokens
 
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(self.inputs.to(device), self.targets.to(device),
+                     None if self.valid is None else self.valid.to(device))
+
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
     width = max(len(row) for row in rows)

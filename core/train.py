@@ -294,32 +294,36 @@ def train_step(model: Transformer, optimizer: torch.optim.Optimizer, batch: Batc
 
 
 def train_steps(model: Transformer, preset: Preset, tokenizer: TextTokenizer | None,
-                seed: int = TRAIN_SEED, pool: ImagePool | TokenPool | None = None) -> Iterator[StepStats]:
-    """Train `model` in place, yielding the statistics of every step (so a caller can stop early, or look at the
-    model between steps: it is in train mode again when the next step runs)."""
+                seed: int = TRAIN_SEED, pool: ImagePool | TokenPool | None = None,
+                device: str = "cpu") -> Iterator[StepStats]:
+    """Train `model` (already on `device`) in place, yielding the statistics of every step (so a caller can stop
+    early, or look at the model between steps: it is in train mode again when the next step runs)."""
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=preset.learning_rate, weight_decay=preset.weight_decay)
     for step, batch in zip(range(preset.steps), batches(preset, tokenizer, seed, pool)):
         model.train()
-        yield train_step(model, optimizer, batch, step, preset)
+        yield train_step(model, optimizer, batch.to(device), step, preset)
     model.eval()
 
 
-def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True) -> Path:
-    """Train one preset from scratch and save it; returns the card's path."""
+def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True, device: str = "cpu",
+                 pool: ImagePool | TokenPool | None = None) -> Path:
+    """Train one preset from scratch (on `device`: the data is generated on the CPU either way; `pool`: make_pool's
+    for the preset, already made) and save it; returns the card's path."""
     torch.manual_seed(preset.seed)
     tokenizer = None if preset.task == "shapes" else TextTokenizer()
-    model = Transformer(preset.config)
+    model = Transformer(preset.config).to(device)
     curve: list[tuple[int, float]] = []
     started = time.perf_counter()
-    bar = tqdm(train_steps(model, preset, tokenizer, preset.seed), total=preset.steps, desc=preset.name, disable=not progress)
+    bar = tqdm(train_steps(model, preset, tokenizer, preset.seed, pool, device), total=preset.steps, desc=preset.name,
+               disable=not progress)
     for stats in bar:
         if stats.step % 25 == 0 or stats.step == preset.steps - 1:
             curve.append((stats.step, round(stats.loss, 4)))
             bar.set_postfix(loss=f"{stats.loss:.3f}", lr=f"{stats.learning_rate:.1e}")
     training = {**preset.recipe(), "seconds": round(time.perf_counter() - started, 1), "loss_curve": curve}
     card = ModelCard(preset.name, preset.task, preset.config, preset.description, training=training)
-    return save_checkpoint(model, card, out_dir)
+    return save_checkpoint(model.cpu(), card, out_dir)
 
 
 def trained_with(card_path: Path, preset: Preset) -> bool:
@@ -334,7 +338,7 @@ def trained_with(card_path: Path, preset: Preset) -> bool:
 
 
 def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
-                progress: bool = True) -> Path:
+                progress: bool = True, device: str = "cpu") -> Path:
     """Train the preset once per seed (into seeds_dir/seed-K/), evaluate each on held-out data, and ship the median
     seed's model into out_dir with every seed's figures, their mean and spread in its card. Returns its card's path."""
     import shutil
@@ -345,7 +349,7 @@ def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, se
         seeded = replace(preset, seed=seed)
         path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
         if not trained_with(path, seeded):
-            path = train_preset(seeded, seeds_dir / f"seed-{seed}", progress)
+            path = train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device)
         per_seed[seed] = evaluate_card(path, tokenizer)
     chosen = median_seed(per_seed)
     source = seeds_dir / f"seed-{chosen}" / f"{preset.name}.safetensors"
@@ -365,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--out", type=Path, default=MODELS_DIR)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--device", default="cpu", help="where the model trains, e.g. cuda (a GPU's numbers differ "
+                        "from the CPU's in the last bits, so a model trained there is the same recipe, not the same "
+                        "weights)")
     parser.add_argument("--seeds", type=int, nargs="+", help="train once per seed (into assets/seeds/seed-K/), "
                         "evaluate each and ship the median seed with every seed's figures (default: the preset's "
                         "own seeds, e.g. 0 1 2 for the compared models, else one run)")
@@ -383,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     for name in names:
         seeds = args.seeds or table[name].seeds
-        path = train_seeds(table[name], list(seeds), args.out) if seeds else train_preset(table[name], args.out)
+        path = (train_seeds(table[name], list(seeds), args.out, device=args.device) if seeds
+                else train_preset(table[name], args.out, device=args.device))
         print(f"saved {path}")
     return 0
 

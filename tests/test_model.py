@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch
 from torch.nn import functional as F
 
 from core.config import ConfigError, ModelConfig, POSITION_ENCODINGS
-from core.masks import MaskSpec, build_mask, causal_mask, strided_mask, window_mask
+from core.masks import MaskSpec, build_mask, causal_mask, score_offset, strided_mask, window_mask
 from core.model import Transformer, masked_softmax
 from core.positions import alibi_slopes, relative_bucket, sinusoidal_table
 from core.recording import Recording
@@ -353,3 +354,22 @@ def test_npz_round_trip(tmp_path):
     assert loaded.config == model.cfg and loaded.meta["tokens"] == list("abcdef")
     assert set(loaded.names) == set(rec.names)
     np.testing.assert_array_equal(loaded.pattern(1), rec.pattern(1))
+
+
+def test_the_score_offset_masks_exactly_as_masked_fill_does():
+    """Adding score_offset (0 or -inf) to the scores, in place, gives what masked_fill gave, bit for bit: the
+    allowed scores unchanged, the hidden ones -inf."""
+    allowed = strided_mask(9, 3)
+    scores = torch.randn(2, 4, 9, 9)
+    expected = scores.masked_fill(~allowed, float("-inf"))
+    offset = score_offset(allowed[None].expand(2, 9, 9))
+    assert offset.dtype == scores.dtype and set(offset.unique().tolist()) == {0.0, float("-inf")}
+    assert torch.equal(scores.clone().add_(offset[:, None]), expected)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
+def test_freed_memory_is_kept_for_the_next_forward_pass():
+    """core/allocator.py sets glibc's thresholds (importing core did it already; setting them again succeeds)."""
+    from core.allocator import keep_freed_memory
+
+    assert keep_freed_memory()

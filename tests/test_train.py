@@ -46,6 +46,25 @@ def test_training_is_reproducible_and_the_checkpoint_round_trips(tmp_path):
         torch.testing.assert_close(first(ids).logits, second(ids).logits)
 
 
+def test_a_pool_made_beforehand_trains_the_same_model(tmp_path):
+    """train_preset(pool=...) (a device run draws the pool once for many runs) reads the same batches as the pool
+    it would make itself; its device argument moves every batch (a CPU here) and saves the model from the CPU."""
+    from core.train import make_pool
+
+    tokenizer = TextTokenizer()
+    preset = presets(tokenizer.vocab_size)["tiny-test"]
+    pool = make_pool(preset.task, preset.pool_size, tokenizer)
+    made = load_checkpoint(train_preset(preset, tmp_path / "a", progress=False))[0]
+    given = load_checkpoint(train_preset(preset, tmp_path / "b", progress=False, device="cpu", pool=pool))[0]
+    for (name, a), (_, b) in zip(made.state_dict().items(), given.state_dict().items()):
+        assert torch.equal(a, b), name
+    batch = next(batches(preset, tokenizer, 0, pool))
+    moved = batch.to("meta")
+    fields = ("inputs", "targets", "valid")
+    assert [getattr(moved, name) is None for name in fields] == [getattr(batch, name) is None for name in fields]
+    assert {getattr(moved, name).device.type for name in fields if getattr(moved, name) is not None} == {"meta"}
+
+
 def test_warm_up_then_decay():
     preset = presets(40)["lm-rope"]
     rates = [learning_rate(step, preset) for step in range(preset.steps)]
@@ -141,8 +160,8 @@ def test_train_all_reproduces_each_compared_model_from_its_seeds(monkeypatch, tm
     import core.train as train
     from core.registry import list_cards
     calls = {}
-    monkeypatch.setattr(train, "train_seeds", lambda p, seeds, out: calls.setdefault(p.name, tuple(seeds)) and out)
-    monkeypatch.setattr(train, "train_preset", lambda p, out: calls.setdefault(p.name, ()) or out)
+    monkeypatch.setattr(train, "train_seeds", lambda p, seeds, out, **_: calls.setdefault(p.name, tuple(seeds)) and out)
+    monkeypatch.setattr(train, "train_preset", lambda p, out, **_: calls.setdefault(p.name, ()) or out)
     assert train.main(["--all", "--out", str(tmp_path)]) == 0
     table = presets(TextTokenizer().vocab_size)
     assert set(calls) == set(table) - {"tiny-test"}

@@ -1,0 +1,34 @@
+"""Keep freed memory in the process, so that a forward pass does not fault every page of its tensors in afresh.
+
+glibc's malloc hands blocks of 128 KiB and more straight to the kernel (mmap) and gives them back when freed, and it
+returns the free top of its heap as soon as 128 KiB of it lie unused. A recorded forward pass keeps every
+intermediate (at N = 1024, 4 layers: about 140 MB), the recording is dropped a moment later, and the next pass
+then touches all of those pages anew: on this app's servers (virtual machines, where a page fault costs
+microseconds) that was half the time of the recorded forward at N = 1024 and a third at N = 256, more than the
+attention itself (issue 18, measured in tests/benchmarks/bench_peers.py).
+
+Raising the two thresholds keeps such blocks in the heap and reuses them: what a server holds is then its peak,
+which it needed anyway, and at most TRIM_THRESHOLD more per malloc arena.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters (malloc.h)
+MMAP_THRESHOLD = 32 << 20  # blocks up to 32 MiB come from the heap: a [4, 1024, 1024] float32 pattern is 16 MiB
+TRIM_THRESHOLD = 256 << 20  # the heap's free top is given back beyond 256 MiB
+TOP_PAD = 16 << 20  # and grown 16 MiB at a time
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's thresholds (see the module's docstring); False where the C library is not glibc (macOS,
+    Windows, musl), which is left as it is."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return all(mallopt(parameter, value) == 1 for parameter, value in (
+        (M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)))
