@@ -19,9 +19,13 @@ function readPayload(bytes) {
     offset += padded(count * (entry.dtype === "float32" ? 4 : 1));
   }
   spec.data = arrays;
-  spec.rows = spec.arrays[0].shape[0];
-  spec.cols = spec.arrays[0].shape[1];
+  [spec.rows, spec.cols] = spec.arrays.find(entry => entry.name === spec.color).shape;
   return spec;
+}
+
+function maskedAt(spec, r, c) { // a tiled overview sends one tile's mask, the same for every head
+  const n = spec.tiles ? spec.tiles.size : spec.cols;
+  return spec.data.masked[spec.tiles ? (r % n) * n + (c % n) : r * spec.cols + c];
 }
 
 function parseColor(text) {
@@ -45,11 +49,11 @@ function colorTable(scale) { // 256 RGB entries, linear between the scale's stop
 
 function cellImage(spec) { // rows x cols pixels, one per cell
   const {rows, cols, zmin, zmax} = spec;
-  const values = spec.data[spec.color], masked = spec.data.masked;
+  const values = spec.data[spec.color];
   const table = colorTable(spec.colorscale), grey = parseColor(spec.masked_fill);
   const image = new ImageData(cols, rows), px = image.data, span = zmax - zmin;
   for (let i = 0; i < rows * cols; i++) {
-    const shown = !masked[i] && Number.isFinite(values[i]);
+    const shown = !maskedAt(spec, Math.floor(i / cols), i % cols) && Number.isFinite(values[i]);
     const at = shown ? 3 * Math.round(255 * Math.min(Math.max((values[i] - zmin) / span, 0), 1)) : 0;
     for (let j = 0; j < 3; j++) px[4 * i + j] = shown ? table[at + j] : grey[j];
     px[4 * i + 3] = 255;
@@ -86,10 +90,20 @@ function tickText(spec, i, step) { // thinned labels carry their position, or ev
   return step > 1 ? `${i} ${spec.labels[i]}` : spec.labels[i];
 }
 
+function ticks(spec, step, axis) { // [cell position of the label's centre, text] along "rows" or "cols"
+  if (spec.tiles) { // one label a tile: L0, L1 … down, H0, H1 … across
+    const {size} = spec.tiles, count = axis === "rows" ? spec.tiles.layers : spec.tiles.heads;
+    return Array.from({length: count}, (_, k) => [(k + 0.5) * size, `${axis === "rows" ? "L" : "H"}${k}`]);
+  }
+  const out = [];
+  for (let i = 0; i < spec[axis]; i += step) out.push([i + 0.5, tickText(spec, i, step)]);
+  return out;
+}
+
 function margins(spec, ctx, step, font, tick, scale) {
   let longest = 8;
-  for (let i = 0; i < spec.labels.length; i += step) longest = Math.max(longest, ctx.measureText(tickText(spec, i, step)).width);
-  const rotate = spec.labels.length > 6;
+  for (const [, text] of ticks(spec, step, "rows").concat(ticks(spec, step, "cols"))) longest = Math.max(longest, ctx.measureText(text).width);
+  const rotate = !spec.tiles && spec.labels.length > 6;
   // a first row for the title (left) and the PNG button (right), then the colour bar's title, bar and ticks
   const titleRow = Math.max(26 * scale, spec.title ? 14 * scale + 12 : 0);
   const top = titleRow + font + 6 + 10 + 3 + 10 * scale + GAP + 4;
@@ -144,10 +158,10 @@ function drawAxes(ctx, spec, box, colors) {
   ctx.font = `${tick}px ${colors.font}`;
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  for (let i = 0; i < spec.rows; i += box.step) ctx.fillText(tickText(spec, i, box.step), x0 - GAP, y0 + (i + 0.5) * cell);
+  for (const [at, text] of ticks(spec, box.step, "rows")) ctx.fillText(text, x0 - GAP, y0 + at * cell);
   let below = y0 + plotHeight + GAP;
-  for (let i = 0; i < spec.cols; i += box.step) {
-    const x = x0 + (i + 0.5) * cell;
+  for (const [at, text] of ticks(spec, box.step, "cols")) {
+    const x = x0 + at * cell;
     ctx.save();
     ctx.translate(x, below);
     if (box.rotate) {
@@ -158,7 +172,7 @@ function drawAxes(ctx, spec, box, colors) {
       ctx.textAlign = "center";
       ctx.textBaseline = "top";
     }
-    ctx.fillText(tickText(spec, i, box.step), 0, 0);
+    ctx.fillText(text, 0, 0);
     ctx.restore();
   }
   ctx.font = `${font}px ${colors.font}`;
@@ -182,13 +196,13 @@ function drawAxes(ctx, spec, box, colors) {
 }
 
 function drawHatching(ctx, spec, box) {
-  const {x0, y0, cell} = box, masked = spec.data.masked;
+  const {x0, y0, cell} = box;
   ctx.strokeStyle = spec.hatch_color;
   ctx.lineWidth = 1;
   ctx.beginPath();
   for (let r = 0; r < spec.rows; r++) {
     for (let c = 0; c < spec.cols; c++) {
-      if (!masked[r * spec.cols + c]) continue;
+      if (!maskedAt(spec, r, c)) continue;
       ctx.moveTo(x0 + (c + 0.15) * cell, y0 + (r + 0.85) * cell);
       ctx.lineTo(x0 + (c + 0.85) * cell, y0 + (r + 0.15) * cell);
     }
@@ -211,6 +225,24 @@ function drawDivider(ctx, divider, box) { // dashed lines before row and column 
   ctx.restore();
 }
 
+function drawTiles(ctx, tiles, box, colors) { // gaps in the page's colour between the heads, the chosen one outlined
+  const {x0, y0, cell, plotWidth, plotHeight} = box, side = tiles.size * cell;
+  ctx.save();
+  ctx.strokeStyle = colors.background;
+  ctx.lineWidth = 4;
+  ctx.beginPath();
+  for (let k = 1; k < tiles.heads; k++) { ctx.moveTo(x0 + k * side, y0); ctx.lineTo(x0 + k * side, y0 + plotHeight); }
+  for (let k = 1; k < tiles.layers; k++) { ctx.moveTo(x0, y0 + k * side); ctx.lineTo(x0 + plotWidth, y0 + k * side); }
+  ctx.stroke();
+  const [layer, head] = tiles.selected || [-1, -1];
+  if (layer >= 0 && layer < tiles.layers && head >= 0 && head < tiles.heads) {
+    ctx.strokeStyle = "#d62728";
+    ctx.lineWidth = 3;
+    ctx.strokeRect(x0 + head * side + 1.5, y0 + layer * side + 1.5, side - 3, side - 3);
+  }
+  ctx.restore();
+}
+
 function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` device pixels per CSS pixel
   const scale = spec.font_scale || 1;
   const ctx = canvas.getContext("2d");
@@ -228,6 +260,7 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   ctx.drawImage(spec.image, box.x0, box.y0, box.plotWidth, box.plotHeight);
   if (spec.hatch) drawHatching(ctx, spec, box);
   if (spec.divider) drawDivider(ctx, spec.divider, box);
+  if (spec.tiles) drawTiles(ctx, spec.tiles, box, colors);
   drawAxes(ctx, spec, box, colors);
   drawColorbar(ctx, spec, box, colors);
   return box;
@@ -240,11 +273,22 @@ function cellAt(state, event) {
   return r >= 0 && r < spec.rows && c >= 0 && c < spec.cols ? [r, c] : null;
 }
 
+function tileOf(spec, r, c) { // {layer, head, row, col}: which head's tile a cell is in, and where in it
+  const n = spec.tiles.size;
+  return {layer: Math.floor(r / n), head: Math.floor(c / n), row: r % n, col: c % n};
+}
+
 function hoverText(spec, r, c) {
   const i = r * spec.cols + c;
-  const lines = [`${spec.row_role} ${r}: ${spec.labels[r]}`, `${spec.col_role} ${c}: ${spec.labels[c]}`];
-  for (const field of spec.fields) lines.push(`${field.name} ${formatNumber(spec.data[field.array][i], field.digits)}`);
-  if (spec.data.masked[i]) lines.push("masked: the query may not see this key");
+  const tile = spec.tiles ? tileOf(spec, r, c) : null;
+  const lines = tile // a tile's rows and columns are named by spans: "3: cat", or "16–31" for a block
+    ? [`layer ${tile.layer} · head ${tile.head}`, `${spec.row_role} ${spec.labels[tile.row]}`,
+       `${spec.col_role} ${spec.labels[tile.col]}`]
+    : [`${spec.row_role} ${r}: ${spec.labels[r]}`, `${spec.col_role} ${c}: ${spec.labels[c]}`];
+  for (const field of spec.fields) {
+    lines.push(`${field.name} ${formatNumber(spec.data[field.array][i], field.digits)}${field.unit || ""}`);
+  }
+  if (maskedAt(spec, r, c)) lines.push("masked: the query may not see this key");
   return lines.join("\n");
 }
 
@@ -295,8 +339,14 @@ function build(parent) {
   canvas.addEventListener("mousemove", event => showHover(state, event));
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
   canvas.addEventListener("click", event => {
-    const cell = cellAt(state, event);
-    if (cell) state.setTriggerValue("cell", {[state.spec.row_role]: cell[0], [state.spec.col_role]: cell[1]});
+    const cell = cellAt(state, event), spec = state.spec;
+    if (!cell) return;
+    if (spec.tiles) { // the head whose tile was clicked, and the cell within it
+      const tile = tileOf(spec, ...cell);
+      state.setTriggerValue("cell", {layer: tile.layer, head: tile.head, [spec.row_role]: tile.row, [spec.col_role]: tile.col});
+    } else {
+      state.setTriggerValue("cell", {[spec.row_role]: cell[0], [spec.col_role]: cell[1]});
+    }
   });
   state.observer = new ResizeObserver(() => {
     if (state.spec && root.clientWidth && Math.abs(root.clientWidth - state.width) > 1) render(state);

@@ -28,8 +28,8 @@ from streamlit.errors import StreamlitAPIException  # noqa: E402
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
 from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, MIN_LINE_WEIGHT, head_lines,  # noqa: E402
                                     head_view_tokens, oriented, plain_token_labels, png_config, qk_products_bar,
-                                    rollout_heatmap, small_multiples, softmax_row_bar, token_labels, weight_outside)
-from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec  # noqa: E402
+                                    softmax_row_bar, token_labels, weight_outside)
+from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec, overview_spec, rollout_spec  # noqa: E402
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
                            ablation_encodings, any_text_model_picker, chosen_setting, get_recording, is_pretrained,
@@ -369,14 +369,22 @@ def _open_head(source: str) -> None:
     st.session_state["layer"], st.session_state["head"], st.session_state["view"] = layer, head, VIEWS[0]
 
 
+def _open_tile(cell: dict | None) -> None:
+    """Callback: a click on a head's tile in the overview opens that head in *Attention pattern*."""
+    if cell is not None:
+        st.session_state["layer"], st.session_state["head"] = int(cell["layer"]), int(cell["head"])
+        st.session_state["view"] = VIEWS[0]
+
+
 def overview(recording: Recording, notation: str, selected: tuple[int, int]) -> None:
-    """Every layer x head as small multiples (the selected one outlined), with buttons that open one. The tiles
-    share about 720 px of width, so the grid is not shrunk into a tall, mostly empty chart."""
+    """Every layer x head as small multiples on the canvas chart (the selected one outlined): a click on a tile,
+    or a button, opens that head. The tiles share about 720 px of width, so the grid is not shrunk into a tall,
+    mostly empty chart."""
     m, h = recording.n_layers, recording.config.n_heads
-    plotly_chart(small_multiples(recording.patterns(), notation=notation, selected=selected,
-                                    masked=masked_of(recording, 0), cell_px=int(np.clip(720 / h, 50, 180)),
-                                    tokens=recording.meta["tokens"]),
-                    key="overview_chart", config=png_config(f"{model_name(recording)}_all_heads_{notation}", zoom=False))
+    heatmap(overview_spec(recording.patterns(), recording.meta["tokens"], notation=notation, selected=selected,
+                          masked=masked_of(recording, 0), tile_px=int(np.clip(720 / h, 50, 180))),
+            key="overview_chart", filename=f"{model_name(recording)}_all_heads_{notation}", on_cell=_open_tile,
+            png_title="Every head of every layer")
     st.pills("Open a head", [f"L{layer} H{head}" for layer in range(m) for head in range(h)], key="open_head",
              on_change=_open_head, args=("pills",), help="Shows it in full size, in *Attention pattern*.", wrap=True)
 
@@ -461,8 +469,8 @@ def rollout_section(recording: Recording, notation: str, compared: bool = False)
                                             "Common notation: row n is output token n, columns are the inputs n′.")
                    + (" Showing B, the chosen setting." if compared else ""))
     with col_chart:
-        plotly_chart(rollout_heatmap(matrix, tokens, unknown=unknown, notation=notation), key="rollout_chart",
-                        config=png_config(f"{model_name(recording)}_rollout_{notation}"))
+        heatmap(rollout_spec(matrix, tokens, unknown=unknown, notation=notation), key="rollout_chart",
+                filename=f"{model_name(recording)}_rollout_{notation}", png_title="Attention rollout")
 
 
 def summaries_table(recording: Recording) -> None:
@@ -514,7 +522,7 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
         with tabs["All heads"]:
             st.caption(f"Every layer (rows) and head (columns){' of B, the chosen setting' if compared else ''}, "
                        "on one colour scale; the head chosen above is outlined in red. Hover a cell for its layer, "
-                       "head, query, key and weight; open a head below to see it in full.")
+                       "head, query, key and weight; click a head's tile, or its button below, to see it in full.")
             overview(recording, notation, (layer, head))
     if tabs["One score, step by step"].open:
         with tabs["One score, step by step"]:

@@ -104,9 +104,14 @@ def test_all_heads_tab_draws_every_head_and_opens_the_one_picked(app):
     open_view(app, "All heads")
     assert_ok(app)
     assert charts(app) == 1
-    spec = chart_spec(app, "overview_chart")
-    assert spec["layout"]["yaxis"]["ticktext"] == ["L0", "L1"] and spec["layout"]["xaxis"]["ticktext"] == ["H0", "H1"]
-    assert any(shape["name"] == "selected" for shape in spec["layout"]["shapes"])  # L0 H0, chosen above
+    from pages._common import Setting, get_recording
+
+    spec = heatmap_spec(app, "overview_chart")
+    assert spec["tiles"] == {"layers": 2, "heads": 2, "size": 12, "selected": [0, 0]}  # L0 H0, chosen above
+    patterns = get_recording(Setting("lm-rope"), app.text_area(key="text").value).patterns()  # [M, H, N, N]
+    tiled = patterns.transpose(0, 2, 1, 3).reshape(2 * 12, 2 * 12)  # layers down, heads across
+    np.testing.assert_array_equal(spec["arrays"]["weight"], np.rint(tiled * 100))  # whole per cents
+    assert spec["labels"][0] == "0: [BOS]" and spec["arrays"]["masked"].shape == (12, 12)
     app.pills(key="open_head").set_value("L1 H1").run()
     assert_ok(app)
     assert app.radio(key="layer").value == 1 and app.radio(key="head").value == 1
@@ -394,7 +399,9 @@ def test_rollout_rows_sum_to_one_in_both_notations(app):
     app.radio(key="notation").set_value("paper").run()
     assert_ok(app)
     assert "Each column sums to 1" in " ".join(c.value for c in app.caption)
-    assert "columns sum to 1" in chart_spec(app, "rollout_chart")["layout"]["xaxis"]["title"]["text"]
+    spec = heatmap_spec(app, "rollout_chart")
+    assert "columns sum to 1" in spec["x_title"] and spec["row_role"] == "input token"
+    np.testing.assert_allclose(spec["arrays"]["rollout"].sum(axis=0), 1, atol=1e-5)  # transposed: columns
 
 
 def test_every_chart_offers_a_png_download_and_the_buttons_have_full_labels(app):

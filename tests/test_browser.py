@@ -167,11 +167,13 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     shoot(page, "text_explorer_1_default")
 
     page.get_by_role("tab", name="All heads").click()
-    page.locator('[class*="st-key-overview_chart"] .js-plotly-plot').wait_for()
+    page.locator(f'[class*="st-key-overview_chart"] {HEATMAP} canvas').wait_for()
     wait_idle(page)
     assert "view=All+heads" in page.url and page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_1b_all_heads")
-    page.locator(".st-key-open_head").get_by_text("L1 H1", exact=True).click()
+    # 12 tokens a tile, layers down and heads across: row 14, column 13 is L1 H1's query 2 and key 1
+    assert hover_cell(page, 14, 13).splitlines()[:3] == ["layer 1 · head 1", "query 2: keys", "key 1: the"]
+    page.mouse.click(*cell_point(page, 14, 13))  # a click on a tile opens that head
     page.get_by_text("Layer 1, head 1", exact=True).wait_for()  # opened in "Attention pattern"
     page.locator(f'[class*="st-key-head_chart"] {HEATMAP} canvas').wait_for()
     wait_idle(page)

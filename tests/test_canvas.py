@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from core.figures.attention import MAX_HATCHED, MAX_TICK_LABELS, axis_titles
-from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec, pack, unpack
+from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec, overview_spec, pack, rollout_spec, unpack
 
 
 def causal_head(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -103,3 +103,35 @@ def test_a_divider_falls_between_two_tokens_on_both_axes():
     for outside in (0, 6, 9):
         with pytest.raises(ValueError, match="between two of the 6 tokens"):
             head_heatmap_spec(pattern, list("abcdef"), divider=outside)
+
+
+def test_the_overview_tiles_every_head_in_whole_per_cents():
+    """Layers down, heads across, each weight rounded to a whole per cent; one tile's mask serves every head;
+    the paper's notation transposes each tile; the selected head travels with it."""
+    heads = np.stack([np.stack([causal_head(5, seed=3 * layer + head)[0] for head in range(3)]) for layer in range(2)])
+    masked = np.triu(np.ones((5, 5), bool), 1)
+    for notation, orient in (("common", lambda m: m), ("paper", np.transpose)):
+        spec = unpack(pack(overview_spec(heads, list("abcde"), notation=notation, selected=(1, 2), masked=masked)))
+        weight = spec["arrays"]["weight"]
+        assert weight.shape == (2 * 5, 3 * 5) and spec["tiles"] == {"layers": 2, "heads": 3, "size": 5,
+                                                                    "selected": [1, 2]}
+        np.testing.assert_array_equal(weight[5:, 10:], np.rint(orient(heads[1, 2]) * 100))  # L1 H2's tile
+        np.testing.assert_array_equal(spec["arrays"]["masked"], orient(masked))
+        assert spec["labels"] == ["0: a", "1: b", "2: c", "3: d", "4: e"] and spec["zmax"] == 100
+
+
+def test_past_max_cells_an_overview_tile_shows_block_means():
+    heads = np.stack([np.stack([causal_head(10)[0]])])  # one layer, one head, 10 tokens
+    spec = overview_spec(heads, [f"t{i}" for i in range(10)], max_cells=4)  # blocks of 3: 4 cells a side
+    assert spec["arrays"]["weight"].shape == (4, 4) and spec["labels"] == ["0–2", "3–5", "6–8", "9–9"]
+    assert spec["fields"][0]["name"] == "mean weight of the 3×3 block ≈" and spec["row_role"] == "queries"
+    assert spec["arrays"]["weight"][3, 3] == round(100 * heads[0, 0, 9, 9])  # the last block holds one cell
+
+
+def test_the_rollout_spec_sends_the_rollout_oriented_by_notation():
+    matrix = causal_head(6)[0]  # rows sum to 1, as a rollout's do
+    for notation, orient in (("common", lambda m: m), ("paper", np.transpose)):
+        spec = rollout_spec(matrix, list("abcdef"), notation=notation)
+        np.testing.assert_array_equal(spec["arrays"]["rollout"], orient(matrix))
+        assert spec["zmax"] == pytest.approx(matrix.max())
+    assert spec["row_role"] == "input token" and "columns sum to 1" in spec["x_title"]

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, difference_heatmap, head_heatmap, head_lines,
-                                    head_view_tokens, oriented, png_config, weight_outside, qk_products_bar, rollout_heatmap, small_multiples,
+                                    head_view_tokens, oriented, png_config, weight_outside, qk_products_bar, small_multiples,
                                     softmax_row_bar, token_label, token_labels)
 
 TOKENS = ["[BOS]", "the", "keys", "are"]
@@ -317,17 +317,18 @@ def test_head_lines_is_sent_compactly():
     assert len(text) < 90 * sum(int((p >= 0.01).sum()) for p in patterns) + 40_000
 
 
-def test_rollout_heatmap_rows_sum_to_one_and_transposes_in_paper_notation():
+def test_the_rollout_chart_rows_sum_to_one_and_transposes_in_paper_notation():
     from core.analysis import rollout
+    from core.figures.canvas import rollout_spec
     patterns = np.stack([layer_patterns(seed=s) for s in range(2)])  # [M=2, H=3, N, N]
     matrix = rollout(patterns)
-    common = rollout_heatmap(matrix, LINE_TOKENS)
-    paper = rollout_heatmap(matrix, LINE_TOKENS, notation="paper")
-    np.testing.assert_allclose(np.asarray(common.data[0].z).sum(axis=1), 1, atol=1e-3)
-    np.testing.assert_allclose(np.asarray(paper.data[0].z).sum(axis=0), 1, atol=1e-3)
-    assert "rows sum to 1" in common.layout.yaxis.title.text and "columns sum to 1" in paper.layout.xaxis.title.text
+    common = rollout_spec(matrix, LINE_TOKENS)
+    paper = rollout_spec(matrix, LINE_TOKENS, notation="paper")
+    np.testing.assert_allclose(common["arrays"]["rollout"].sum(axis=1), 1, atol=1e-6)
+    np.testing.assert_allclose(paper["arrays"]["rollout"].sum(axis=0), 1, atol=1e-6)
+    assert "rows sum to 1" in common["y_title"] and "columns sum to 1" in paper["x_title"]
     with pytest.raises(ValueError):
-        rollout_heatmap(matrix, LINE_TOKENS[:3])
+        rollout_spec(matrix, LINE_TOKENS[:3])
 
 
 def test_breakdown_charts():
@@ -355,15 +356,14 @@ def test_png_config_shows_the_modebar_with_a_png_download():
 @pytest.mark.parametrize("notation", ["common", "paper"])
 @pytest.mark.parametrize("n", [4, 200])
 def test_lean_figures_pass_plotly_validation_in_full(notation, n):
-    """head_heatmap, difference_heatmap, small_multiples and rollout_heatmap skip plotly's validation on the way in
+    """head_heatmap, difference_heatmap and small_multiples skip plotly's validation on the way in
     (lean_figure, for speed): their output must still be a valid figure, property by property."""
     pattern, scores = causal_pattern(n)
     tokens = [f"w{i}" for i in range(n)]
     figures = [head_heatmap(pattern, tokens, scores, notation=notation),
                difference_heatmap(pattern, pattern.T, tokens, notation=notation, masked_a=np.isneginf(scores)),
                small_multiples(np.stack([np.stack([pattern, pattern])] * 2), notation=notation, selected=(1, 0),
-                               masked=np.isneginf(scores), tokens=tokens),
-               rollout_heatmap(pattern, tokens, notation=notation)]
+                               masked=np.isneginf(scores), tokens=tokens)]
     for fig in figures:
         validated = go.Figure(fig.to_dict())  # raises ValueError on any unknown property or bad value
         sent, checked = json.loads(fig.to_json())["data"][0], json.loads(validated.to_json())["data"][0]

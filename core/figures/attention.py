@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -25,7 +26,7 @@ NOTATIONS = ("common", "paper")
 # (its "Blues" goes from dark to light), and lean_figure sends names to the browser unvalidated.
 WEIGHT_COLORSCALE = get_colorscale("Blues")
 DIFF_COLORSCALE = get_colorscale("RdBu_r")  # red: B attends more, blue: A attends more
-ROLLOUT_COLORSCALE = get_colorscale("Purples")
+ROLLOUT_COLORSCALE = get_colorscale("Purples")  # the rollout (core.figures.canvas.rollout_spec)
 MASKED_FILL = "#d4d4d4"
 MASKED_HATCH = "#8c8c8c"
 MAX_LABEL_CHARS = 14
@@ -304,6 +305,49 @@ def _block_mean(matrices: np.ndarray, block: int) -> np.ndarray:
     return total / np.outer(per_axis, per_axis)
 
 
+@dataclass
+class OverviewGrid:
+    """What the all-heads overview shows, whichever chart draws it (small_multiples here, the canvas chart's
+    core.figures.canvas.overview_spec): every head's pattern as one tile of an M x H grid."""
+
+    percent: np.ndarray  # [M·n, H·n] uint8: each weight (or block mean) in whole per cents, tiles side by side
+    masked: np.ndarray | None  # [n, n] True where hidden for every head (a block: only where all of it is)
+    spans: list[str]  # what each of a tile's n rows (and columns) covers: "i: token", or "i–j" for a block
+    row_word: str  # what a row of a tile is: "query" or "key" ("queries", "keys" for blocks)
+    col_word: str
+    what: str  # "weight", or "mean weight of the b×b block"
+    layers: int
+    heads: int
+    size: int  # n, a tile's cells a side: N, or ceil(N / b) for blocks of b tokens
+
+
+def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.ndarray | None = None,
+                  tokens: Sequence[str] | None = None, max_cells: int = 128, labels=token_labels) -> OverviewGrid:
+    """patterns [M, H, N(query), N(key)] as the overview tiles them (see small_multiples); `labels` turns tokens
+    into the spans' names (token_labels for plotly, plain_token_labels for what draws text as it is)."""
+    patterns = np.asarray(patterns)
+    if patterns.ndim != 4 or patterns.shape[-1] != patterns.shape[-2]:
+        raise ValueError(f"patterns must be [M, H, N, N], got {patterns.shape}")
+    m, h, n_tokens, _ = patterns.shape
+    _check_notation(notation)
+    shown = patterns.swapaxes(-1, -2) if notation == "paper" else patterns  # [M, H, N(row), N(col)]
+    block = -(-n_tokens // max_cells)  # tokens per cell: 1 up to max_cells tokens, then blocks of tokens
+    shown = _block_mean(shown, block)  # [M, H, n, n], n = ceil(N / block)
+    n = shown.shape[-1]
+    percent = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·n, H·n]
+    names = list(labels(tokens)) if tokens is not None else [str(i) for i in range(n_tokens)]
+    spans = [f"{i}: {names[i]}" if block == 1 else f"{i}–{min(i + block, n_tokens) - 1}"
+             for i in range(0, n_tokens, block)]
+    row_word, col_word = ("key", "query") if notation == "paper" else ("query", "key")
+    if block > 1:
+        plural = {"key": "keys", "query": "queries"}
+        row_word, col_word = plural[row_word], plural[col_word]
+    if masked is not None:
+        masked = _block_mean(oriented(np.asarray(masked, bool), notation).astype(np.float64), block) == 1
+    what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
+    return OverviewGrid(percent, masked, spans, row_word, col_word, what, m, h, n)
+
+
 def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected: tuple[int, int] | None = None,
                     masked: np.ndarray | None = None, cell_px: int = 130,
                     tokens: Sequence[str] | None = None, max_cells: int = 128) -> go.Figure:
@@ -317,29 +361,12 @@ def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected:
     The hover names the layer, head, query and key; the chosen head's own chart has the exact weights. Past
     `max_cells` tokens a cell is the mean of a block of b×b weights (b = ⌈N / max_cells⌉; a tile is ~130 pixels
     wide, so the screen could not show more), masked only where the whole block is; the hover says so."""
-    patterns = np.asarray(patterns)
-    if patterns.ndim != 4 or patterns.shape[-1] != patterns.shape[-2]:
-        raise ValueError(f"patterns must be [M, H, N, N], got {patterns.shape}")
-    m, h, n_tokens, _ = patterns.shape
-    _check_notation(notation)
-    shown = patterns.swapaxes(-1, -2) if notation == "paper" else patterns  # [M, H, N(row), N(col)]
-    block = -(-n_tokens // max_cells)  # tokens per cell: 1 up to max_cells tokens, then blocks of tokens
-    shown = _block_mean(shown, block)  # [M, H, n, n], n = ceil(N / block)
-    n = shown.shape[-1]
-    grid = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·n, H·n] in %
-    names = list(token_labels(tokens)) if tokens is not None else [str(i) for i in range(n_tokens)]
-    spans = [f"{i}: {names[i]}" if block == 1 else f"{i}–{min(i + block, n_tokens) - 1}"
-             for i in range(0, n_tokens, block)]
-    row_word, col_word = ("key", "query") if notation == "paper" else ("query", "key")
-    if block > 1:
-        plural = {"key": "keys", "query": "queries"}
-        row_word, col_word = plural[row_word], plural[col_word]
-    rows = [f"L{layer} · {row_word} {span}" for layer in range(m) for span in spans]
-    cols = [f"H{head} · {col_word} {span}" for head in range(h) for span in spans]
-    if masked is not None:
-        masked = _block_mean(oriented(np.asarray(masked, bool), notation).astype(np.float64), block) == 1
-    what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
-    trace = dict(type="heatmap", z=grid, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
+    grid = overview_grid(patterns, notation, masked, tokens, max_cells)
+    m, h, n = grid.layers, grid.heads, grid.size
+    rows = [f"L{layer} · {grid.row_word} {span}" for layer in range(m) for span in grid.spans]
+    cols = [f"H{head} · {grid.col_word} {span}" for head in range(h) for span in grid.spans]
+    masked, what = grid.masked, grid.what
+    trace = dict(type="heatmap", z=grid.percent, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
                  showscale=False, name="all heads", hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>")
     shapes = mask_shapes(np.tile(masked, (m, h)), hatch=False) if masked is not None else []
     borders = "".join(f"M{k * n - 0.5},-0.5V{m * n - 0.5}" for k in range(1, h)) + \
@@ -490,33 +517,6 @@ def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int]
                    x=0.5, xanchor="center", y=0.995, yanchor="top", font=dict(size=13)),
         showlegend=True)
     return fig
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Attention rollout
-# ---------------------------------------------------------------------------------------------------------
-
-def rollout_heatmap(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Sequence[bool] | None = None,
-                    notation: str = "common", height: int | None = None) -> go.Figure:
-    """Attention rollout [N(output token), N(input token)] (core.analysis.rollout, rows sum to 1) as a heatmap;
-    in paper notation transposed, inputs n′ down the rows and outputs n across, columns summing to 1."""
-    matrix = np.asarray(matrix)
-    n = matrix.shape[-1]
-    if matrix.shape != (n, n) or len(tokens) != n:
-        raise ValueError(f"rollout must be [N, N] with N = len(tokens); got {matrix.shape} and {len(tokens)} tokens")
-    labels = token_labels(tokens, unknown)
-    numbered = numbered_labels(labels)
-    output, source = ("x", "y") if notation == "paper" else ("y", "x")
-    trace = dict(type="heatmap", z=_compact(oriented(matrix, notation)), x=numbered, y=numbered,
-                 zmin=0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
-                 colorscale=ROLLOUT_COLORSCALE, name="rollout", colorbar=_colorbar("share of the input token"),
-                 hovertemplate=(f"output token %{{{output}}}<br>input token %{{{source}}}"
-                                "<br>rollout %{z:.4f}<extra></extra>"))
-    titles = (("output token n · columns sum to 1", "input token n′") if notation == "paper"
-              else ("input token n′", "output token n · rows sum to 1"))
-    return lean_figure([trace], dict(height=height or _figure_size(n), plot_bgcolor="white",
-                                     margin=_square_margins(labels), showlegend=False,
-                                     **_square_axes(labels, *titles, numbered)))
 
 
 # ---------------------------------------------------------------------------------------------------------

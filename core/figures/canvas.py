@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, MAX_HATCHED, MAX_TICK_LABELS,
-                                    WEIGHT_COLORSCALE, _figure_size, _masked_of, _tick_font_size, axis_titles,
-                                    oriented, plain_token_labels)
+                                    ROLLOUT_COLORSCALE, WEIGHT_COLORSCALE, _figure_size, _masked_of, _tick_font_size,
+                                    axis_titles, oriented, overview_grid, plain_token_labels)
 
 DTYPES = {"float32": np.float32, "uint8": np.uint8}
 DIVIDER_COLOR = "#D55E00"  # vermilion: seen on the blues, colour-blind safe
@@ -93,6 +93,47 @@ def difference_heatmap_spec(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens
     spec.update(color="diff", zmin=-limit, zmax=limit, colorscale=DIFF_COLORSCALE,
                 colorbar_title=f"{name_b} − {name_a}")
     return spec
+
+
+def rollout_spec(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Sequence[bool] | None = None,
+                 notation: str = "common", title: str = "", height: int | None = None) -> dict:
+    """Attention rollout [N(output token), N(input token)] (core.analysis.rollout, rows sum to 1), as
+    core.figures.attention.rollout_heatmap shows it: transposed in paper notation, on 0 .. its largest share."""
+    matrix = np.asarray(matrix)
+    n = matrix.shape[-1]
+    if matrix.shape != (n, n) or len(tokens) != n:
+        raise ValueError(f"rollout must be [N, N] with N = len(tokens); got {matrix.shape} and {len(tokens)} tokens")
+    spec = _base_spec(plain_token_labels(tokens, unknown), notation, title, height, np.zeros((n, n), dtype=bool))
+    output, source = "output token", "input token"
+    spec.update(row_role=source if notation == "paper" else output, col_role=output if notation == "paper" else source,
+                x_title="output token n · columns sum to 1" if notation == "paper" else "input token n′",
+                y_title="input token n′" if notation == "paper" else "output token n · rows sum to 1",
+                color="rollout", zmin=0.0, zmax=float(max(matrix.max(initial=0.0), 1e-6)),
+                colorscale=ROLLOUT_COLORSCALE, colorbar_title="share of the input token",
+                fields=[{"name": "rollout", "array": "rollout", "digits": 4}])
+    spec["arrays"]["rollout"] = oriented(matrix, notation)
+    return spec
+
+
+def overview_spec(patterns: np.ndarray, tokens: Sequence[str], *, notation: str = "common",
+                  selected: tuple[int, int] | None = None, masked: np.ndarray | None = None, tile_px: int = 130,
+                  max_cells: int = 128, title: str = "") -> dict:
+    """Every head of every layer, patterns [M, H, N(query), N(key)], as core.figures.attention.small_multiples
+    tiles them: one M x H grid of heatmaps on one scale, the weights sent as whole per cents in a byte each (the
+    colour shows no finer steps; the hover says "≈" and the chosen head's own chart has the exact numbers), block
+    means past `max_cells` tokens, the `selected` (layer, head) outlined. A click names the layer and the head."""
+    grid = overview_grid(patterns, notation, masked, tokens, max_cells, labels=plain_token_labels)
+    n = grid.size
+    masked = grid.masked if grid.masked is not None else np.zeros((n, n), dtype=bool)
+    spec = _base_spec(grid.spans, notation, title, int(tile_px * grid.layers + 130), masked)
+    heads = grid.heads
+    spec.update(row_role=grid.row_word, col_role=grid.col_word, x_title="head", y_title="layer", hatch=False, tick_font=12,
+                color="weight", zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE, colorbar_title="weight (%)",
+                fields=[{"name": f"{grid.what} ≈", "array": "weight", "digits": 0, "unit": " %"}],
+                tiles={"layers": grid.layers, "heads": heads, "size": n,
+                       "selected": list(selected) if selected is not None else None})
+    spec["arrays"] = {"weight": grid.percent, "masked": masked.astype(np.uint8)}  # the weights first: their shape
+    return spec                                                                     # is the chart's
 
 
 def pack(spec: dict, **extra) -> bytes:
