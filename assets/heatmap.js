@@ -225,6 +225,16 @@ function drawDivider(ctx, divider, box) { // dashed lines before row and column 
   ctx.restore();
 }
 
+function drawOutline(ctx, outline, box) { // one row (or column) framed: the newest query while generating
+  const {x0, y0, cell, plotWidth, plotHeight} = box, at = outline.at * cell;
+  ctx.save();
+  ctx.strokeStyle = outline.color;
+  ctx.lineWidth = 3;
+  if (outline.axis === "row") ctx.strokeRect(x0 + 1.5, y0 + at + 1.5, plotWidth - 3, cell - 3);
+  else ctx.strokeRect(x0 + at + 1.5, y0 + 1.5, cell - 3, plotHeight - 3);
+  ctx.restore();
+}
+
 function drawTiles(ctx, tiles, box, colors) { // gaps in the page's colour between the heads, the chosen one outlined
   const {x0, y0, cell, plotWidth, plotHeight} = box, side = tiles.size * cell;
   ctx.save();
@@ -261,6 +271,7 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   if (spec.hatch) drawHatching(ctx, spec, box);
   if (spec.divider) drawDivider(ctx, spec.divider, box);
   if (spec.tiles) drawTiles(ctx, spec.tiles, box, colors);
+  if (spec.outline) drawOutline(ctx, spec.outline, box);
   drawAxes(ctx, spec, box, colors);
   drawColorbar(ctx, spec, box, colors);
   return box;

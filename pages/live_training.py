@@ -27,7 +27,7 @@ import streamlit as st  # noqa: E402
 from core import registry  # noqa: E402
 from core.analysis import best_head  # noqa: E402
 from core.config import ConfigError  # noqa: E402
-from core.figures.attention import small_multiples  # noqa: E402
+from core.figures.canvas import overview_spec  # noqa: E402
 from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
 from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, NotOwnerError,  # noqa: E402
                        QuotaError, RunSpec, RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot,
@@ -36,7 +36,7 @@ from core.train import SCHEDULES, noam_peak  # noqa: E402
 from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
 from pages._common import (BIND, browser_id, chart, literal, models_dir, notation_switch,  # noqa: E402
                            predict_then_reveal, show_grade, until_revealed)
-from pages._heatmap import head_chart  # noqa: E402
+from pages._heatmap import head_chart, heatmap  # noqa: E402
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -271,8 +271,8 @@ def head_and_all_heads(snap: Snapshot, tokens: list[str], layer: int, head: int,
         head_chart(snap.patterns[layer, head], tokens, notation=notation,
                    title=f"L{layer} H{head} after {snap.step} steps", key=f"{key}_pattern", filename="pattern_at_step")
     with col_all:
-        chart(small_multiples(snap.patterns, notation=notation, selected=(layer, head), cell_px=110),
-              f"{key}_all_heads", "all_heads_at_step", zoom=False)
+        heatmap(overview_spec(snap.patterns, tokens, notation=notation, selected=(layer, head), tile_px=110),
+                key=f"{key}_all_heads", filename="all_heads_at_step")
 
 
 def latest_snapshot(view: RunView, notation: str) -> None:
@@ -393,8 +393,8 @@ def compare(views: list[RunView], notation: str) -> None:
         with column:
             snap = view.snapshot_at(int(at))
             st.markdown(f"**{name}** · {view.spec.describe()}")
-            chart(small_multiples(snap.patterns, notation=notation, cell_px=110), f"tr_compare_{name}",
-                  f"run_{name}_heads", zoom=False)
+            heatmap(overview_spec(snap.patterns, list(view.tokens), notation=notation, tile_px=110),
+                    key=f"tr_compare_{name}", filename=f"run_{name}_heads")
             st.caption(f"after {snap.step} steps; loss (mean of the last 25 steps) "
                        f"{np.mean(view.history['loss'][-25:]):.3f}" if view.steps_done else "no step yet")
     if (first.pattern is not None and second.pattern is not None

@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from core.figures.generation import (CELL_SELECTION, generation_heatmap, incremental_heatmap, mask_grid,  # noqa: E402
+from core.figures.generation import (CELL_SELECTION, generation_spec, incremental_heatmap, mask_grid,  # noqa: E402
                                      next_token_bars)
 from core.generation import CacheCheck, Generation, Sampling, cache_check, generate  # noqa: E402
 from core.lens import stream_labels  # noqa: E402
@@ -37,7 +37,7 @@ from core.predictions import cache_agreement, changed_count, empty_row  # noqa: 
 from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, keep_in_range, literal, model_picker,  # noqa: E402
                            models_dir, predict_then_reveal, revealed, shared_result, show_grade,
                            show_input_error, text_cards, until_revealed)
-from pages._heatmap import head_chart  # noqa: E402
+from pages._heatmap import head_chart, heatmap  # noqa: E402
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
@@ -292,10 +292,10 @@ def generation_section(card) -> None:
         head = cols[1].radio("Head", range(cfg.n_heads), format_func=lambda i: f"H{i}", key="gen_head", bind=BIND,
                              horizontal=True) or 0
         pattern, scores = generation.attention(step)
-        chart(generation_heatmap(pattern[layer, head], scores[layer, head], tokens[: p + step], p,
-                                 title=f"attention so far · L{layer} H{head}",
-                                 height=int(np.clip(22 * (p + step) + 260, 460, 640))),
-              key="generation_chart", filename=f"{card.name}_generation_L{layer}_H{head}_step{step}")
+        heatmap(generation_spec(pattern[layer, head], scores[layer, head], tokens[: p + step], p,
+                                title=f"attention so far · L{layer} H{head}",
+                                height=int(np.clip(22 * (p + step) + 260, 460, 640))),
+                key="generation_chart", filename=f"{card.name}_generation_L{layer}_H{head}_step{step}")
         st.caption("Rows above the dashed line: the prompt, read at once. Each row below it was computed from the "
                    "cache when its token was read; the newest is outlined. Masked cells (later keys) are hatched.")
     with col_choice:

@@ -121,11 +121,17 @@ def test_the_overview_tiles_every_head_in_whole_per_cents():
 
 
 def test_past_max_cells_an_overview_tile_shows_block_means():
-    heads = np.stack([np.stack([causal_head(10)[0]])])  # one layer, one head, 10 tokens
-    spec = overview_spec(heads, [f"t{i}" for i in range(10)], max_cells=4)  # blocks of 3: 4 cells a side
-    assert spec["arrays"]["weight"].shape == (4, 4) and spec["labels"] == ["0–2", "3–5", "6–8", "9–9"]
+    n = 10
+    patterns = np.random.default_rng(2).dirichlet(np.ones(n), size=(1, 2, n))  # [M=1, H=2, N=10, N=10]
+    masked = np.triu(np.ones((n, n), dtype=bool), 1)
+    spec = overview_spec(patterns, [f"t{i}" for i in range(n)], masked=masked, max_cells=4)  # blocks of 3: 4 a side
+    weight = spec["arrays"]["weight"]
+    assert weight.shape == (4, 8) and spec["labels"] == ["0–2", "3–5", "6–8", "9–9"]
+    assert weight[0, 4 + 1] == np.rint(patterns[0, 1, 0:3, 3:6].mean() * 100)  # H1, queries 0-2 x keys 3-5
+    assert weight[3, 3] == np.rint(patterns[0, 0, 9, 9] * 100)  # the last block holds one token: its own weight
     assert spec["fields"][0]["name"] == "mean weight of the 3×3 block ≈" and spec["row_role"] == "queries"
-    assert spec["arrays"]["weight"][3, 3] == round(100 * heads[0, 0, 9, 9])  # the last block holds one cell
+    hidden = spec["arrays"]["masked"]
+    assert hidden[0, 1] and not hidden[0, 0] and not hidden[1, 1]  # masked only where the whole block is
 
 
 def test_the_rollout_spec_sends_the_rollout_oriented_by_notation():

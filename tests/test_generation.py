@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from core.config import POSITION_ENCODINGS, ConfigError
-from core.figures.generation import CELL_SELECTION, generation_heatmap, mask_grid, next_token_bars
+from core.figures.generation import CELL_SELECTION, generation_spec, mask_grid, next_token_bars
 from core.generation import Sampling, cache_check, choose, generate, next_token_distribution
 from core.masks import (MASK_PRESETS, MaskPreset, MaskSpec, block_sparse_mask, build_mask, flip_cells, format_cells,
                         MAX_CELLS_CHARS, fully_masked_rows, parse_cells, random_mask, sees_later_tokens)
@@ -270,9 +270,13 @@ def test_mask_grid_marks_rows_with_no_key_and_selects_cells():
 def test_generation_figures_mark_the_newest_row_and_the_chosen_token():
     generation = generate(tiny_model(), PROMPT, 3, Sampling(temperature=0))
     pattern, scores = generation.attention(3)
-    fig = generation_heatmap(pattern[0, 0], scores[0, 0], [str(i) for i in generation.ids], len(PROMPT))
-    newest = [shape for shape in fig.layout.shapes if shape.type == "rect" and shape.y0 == 6.5]
-    assert len(newest) == 1 and newest[0].y1 == 7.5  # the row of the 3rd generated token, the 8th of 8
+    tokens = [str(i) for i in generation.ids]
+    spec = generation_spec(pattern[0, 0], scores[0, 0], tokens, len(PROMPT))
+    assert spec["outline"]["axis"] == "row" and spec["outline"]["at"] == 7  # the 3rd generated token, the 8th of 8
+    assert spec["divider"]["at"] == len(PROMPT)  # the dashed line after the prompt
+    np.testing.assert_array_equal(spec["arrays"]["weight"], pattern[0, 0])  # the recorded weights, as they are
+    paper = generation_spec(pattern[0, 0], scores[0, 0], tokens, len(PROMPT), notation="paper")
+    assert paper["outline"]["axis"] == "col"  # the newest query is a column in the paper's notation
     bars = next_token_bars(["a", "b", "c"], np.array([0.5, 0.3, 0.2]), np.array([0.0, 1.0, 0.0]), chosen=1,
                            sampling=Sampling(temperature=1.0, seed=2))
     assert list(bars.data[0].x) == ["a", "▶ b", "c"] and list(bars.data[0].marker.line.width) == [0, 3, 0]

@@ -127,14 +127,6 @@ def _square_margins(labels: list[str], title: str = "", colorbar: bool = True) -
                 autoexpand=False)
 
 
-def _square_axes(labels: list[str], x_title: str, y_title: str, categories: list[str] | None = None) -> dict:
-    """The layout's x and y axes of a token × token matrix: row 0 at the top, square cells."""
-    return dict(xaxis=dict(title=dict(text=x_title), tickangle=-60 if len(labels) > 6 else 0, side="bottom",
-                           constrain="domain", **_ticks(labels, categories)),
-                yaxis=dict(title=dict(text=y_title), autorange="reversed", scaleanchor="x", constrain="domain",
-                           constraintoward="top", **_ticks(labels, categories)))
-
-
 def lean_figure(data: list[dict], layout: dict) -> go.Figure:
     """A figure from plain dicts, not validated property by property on the way in: plotly's validation took most
     of the time a rerun spent building these charts (9 of 10 ms for one head at 64 tokens, more under load).
@@ -169,36 +161,6 @@ def numbered_labels(labels: Sequence[str], indices: Sequence[int] | None = None)
 
 
 MAX_HATCHED = 64  # past this many tokens cells are too small for hatching to show; grey alone marks them
-MAX_HOVER_SCORES = 128  # past this many tokens the hover leaves the score out: it doubled what a toggle sends
-
-
-def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row, start, stop) of every run of True cells along the rows of a [R, C] boolean mask."""
-    padded = np.pad(mask.astype(np.int8), ((0, 0), (1, 1)))
-    rows_start, starts = np.nonzero(np.diff(padded, axis=1) == 1)
-    _, stops = np.nonzero(np.diff(padded, axis=1) == -1)
-    return rows_start, starts, stops
-
-
-def mask_shapes(masked: np.ndarray, hatch: bool = True) -> list[dict]:
-    """Masked cells (already oriented; [R, C], True where hidden) as two layout shapes drawn above the heatmap:
-    a grey fill (one rectangle per run of masked cells in a row) and, up to MAX_HATCHED tokens, one diagonal
-    stroke per cell. Shapes take no hover and are two SVG paths whatever N is (thousands of markers or
-    rectangles made the browser slow to redraw); their coordinates are cell indices, which category axes accept."""
-    if not masked.any():
-        return []
-    rows, starts, stops = _runs(masked)
-    # absolute commands only: plotly converts a data-referenced path point by point, and dropped the relative h/v
-    # segments this used to have (the grey fill had no area)
-    fill = "".join(f"M{s - 0.5},{r - 0.5}H{e - 0.5}V{r + 0.5}H{s - 0.5}Z" for r, s, e in zip(rows, starts, stops))
-    shapes = [dict(type="path", path=fill, fillcolor=MASKED_FILL, line=dict(width=0), layer="above",
-                   xref="x", yref="y", name="masked")]
-    if hatch and max(masked.shape) <= MAX_HATCHED:
-        cells_r, cells_c = np.nonzero(masked)
-        hatch = "".join(f"M{c - 0.35:g},{r + 0.35:g}L{c + 0.35:g},{r - 0.35:g}" for r, c in zip(cells_r, cells_c))
-        shapes.append(dict(type="path", path=hatch, line=dict(width=1, color=MASKED_HATCH), layer="above",
-                           xref="x", yref="y", name="masked hatch"))
-    return shapes
 
 
 def _colorbar(title: str) -> dict:
@@ -211,80 +173,10 @@ def _figure_size(n: int) -> int:
     return int(np.clip(28 * n + 240, 480, 940))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# One head
-# ---------------------------------------------------------------------------------------------------------
-
 def _masked_of(scores: np.ndarray | None, masked: np.ndarray | None, n: int) -> np.ndarray:
     if masked is not None:
         return np.asarray(masked, dtype=bool)
     return np.isneginf(scores) if scores is not None else np.zeros((n, n), dtype=bool)
-
-
-def _square_layout(labels: list[str], notation: str, title: str, height: int, shapes: list[dict]) -> dict:
-    """Token axes as categories ("i: token", named in the hover, ticks showing the token), fixed margins."""
-    return dict(title=dict(text=title, x=0, font=dict(size=14)), height=height, plot_bgcolor="white",
-                margin=_square_margins(labels, title), showlegend=False, shapes=shapes,
-                **_square_axes(labels, *axis_titles(notation), numbered_labels(labels)))
-
-
-def head_heatmap(pattern: np.ndarray, tokens: Sequence[str], scores: np.ndarray | None = None, *,
-                 unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
-                 masked: np.ndarray | None = None, height: int | None = None) -> go.Figure:
-    """One head's attention pattern [N(query), N(key)] as a heatmap with tokens on both axes.
-
-    Hover shows the query token, the key token, the weight and the pre-softmax score. Masked cells come
-    from `masked` ([N, N] bool, True where the key is hidden from the query) or, when it is None, from the
-    scores being -inf; they are drawn grey and hatched (mask_shapes) over their weight, which is exactly 0.
-    Compact: z and the scores (customdata) are float32 binary arrays; the axes' categories carry the tokens,
-    so nothing is sent per cell but two numbers. Past MAX_HOVER_SCORES tokens only the weight: the score breakdown
-    has every score."""
-    pattern = np.asarray(pattern)
-    n = pattern.shape[-1]
-    if pattern.shape != (n, n) or len(tokens) != n:
-        raise ValueError(f"pattern must be [N, N] with N = len(tokens); got {pattern.shape} and {len(tokens)} tokens")
-    masked = _masked_of(scores, masked, n)
-    labels = token_labels(tokens, unknown)
-    numbered = numbered_labels(labels)
-    query_axis, key_axis = ("x", "y") if notation == "paper" else ("y", "x")
-    with_scores = scores is not None and n <= MAX_HOVER_SCORES
-    trace = dict(type="heatmap", z=_compact(oriented(pattern, notation)), x=numbered, y=numbered, zmin=0, zmax=1,
-                 colorscale=WEIGHT_COLORSCALE, name="pattern", colorbar=_colorbar("weight (0 … 1)"),
-                 hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>weight %{{z:.4f}}"
-                                + ("<br>score %{customdata:.3f}" if with_scores else "") + "<extra></extra>"))
-    if with_scores:
-        trace["customdata"] = oriented(np.asarray(scores), notation).astype(np.float32)
-    return lean_figure([trace], _square_layout(labels, notation, title, height or _figure_size(n),
-                                               mask_shapes(oriented(masked, notation))))
-
-
-def difference_heatmap(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens: Sequence[str], *,
-                       unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
-                       masked_a: np.ndarray | None = None, masked_b: np.ndarray | None = None,
-                       labels_ab: tuple[str, str] = ("A", "B"), height: int | None = None) -> go.Figure:
-    """B − A of two patterns [N(query), N(key)] over the same tokens, a diverging scale centred on 0.
-
-    Cells masked in both are grey and hatched; hover shows both weights and the difference."""
-    a, b = np.asarray(pattern_a), np.asarray(pattern_b)
-    if a.shape != b.shape:
-        raise ValueError(f"the two patterns differ in shape: {a.shape} and {b.shape}")
-    n = a.shape[-1]
-    both_masked = _masked_of(None, masked_a, n) & _masked_of(None, masked_b, n)
-    labels = token_labels(tokens, unknown)
-    numbered = numbered_labels(labels)
-    query_axis, key_axis = ("x", "y") if notation == "paper" else ("y", "x")
-    diff = b - a
-    limit = float(max(np.abs(diff).max(initial=0.0), 1e-6))
-    name_a, name_b = labels_ab
-    trace = dict(type="heatmap", z=_compact(oriented(diff, notation)), x=numbered, y=numbered, zmid=0,
-                 zmin=-limit, zmax=limit, colorscale=DIFF_COLORSCALE,
-                 customdata=np.stack([oriented(a, notation), oriented(b, notation)], axis=-1).astype(np.float32),
-                 name="difference", colorbar=_colorbar(f"{name_b} − {name_a}"),
-                 hovertemplate=(f"query %{{{query_axis}}}<br>key %{{{key_axis}}}<br>{name_a} %{{customdata[0]:.4f}}"
-                                f"<br>{name_b} %{{customdata[1]:.4f}}<br>{name_b} − {name_a} %{{z:.4f}}"
-                                "<extra></extra>"))
-    return lean_figure([trace], _square_layout(labels, notation, title, height or _figure_size(n),
-                                               mask_shapes(oriented(both_masked, notation))))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -307,8 +199,13 @@ def _block_mean(matrices: np.ndarray, block: int) -> np.ndarray:
 
 @dataclass
 class OverviewGrid:
-    """What the all-heads overview shows, whichever chart draws it (small_multiples here, the canvas chart's
-    core.figures.canvas.overview_spec): every head's pattern as one tile of an M x H grid."""
+    """What the all-heads overview (core.figures.canvas.overview_spec) shows: every head's pattern as one tile of
+    an M x H grid, on one colour scale (0..1).
+
+    Compact, as an overview should be: the weights are sent as whole per cents in one byte each (colour shows no
+    finer steps; the hover says "≈"); the chosen head's own chart has the exact weights. Past `max_cells` tokens
+    a cell is the mean of a block of b×b weights (b = ⌈N / max_cells⌉; a tile is ~130 pixels wide, so the screen
+    could not show more), masked only where the whole block is; the hover says so."""
 
     percent: np.ndarray  # [M·n, H·n] uint8: each weight (or block mean) in whole per cents, tiles side by side
     masked: np.ndarray | None  # [n, n] True where hidden for every head (a block: only where all of it is)
@@ -322,9 +219,9 @@ class OverviewGrid:
 
 
 def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.ndarray | None = None,
-                  tokens: Sequence[str] | None = None, max_cells: int = 128, labels=token_labels) -> OverviewGrid:
-    """patterns [M, H, N(query), N(key)] as the overview tiles them (see small_multiples); `labels` turns tokens
-    into the spans' names (token_labels for plotly, plain_token_labels for what draws text as it is)."""
+                  tokens: Sequence[str] | None = None, max_cells: int = 128) -> OverviewGrid:
+    """patterns [M, H, N(query), N(key)] as the overview tiles them (see OverviewGrid), the tokens named in plain
+    text (the canvas chart draws text as it is)."""
     patterns = np.asarray(patterns)
     if patterns.ndim != 4 or patterns.shape[-1] != patterns.shape[-2]:
         raise ValueError(f"patterns must be [M, H, N, N], got {patterns.shape}")
@@ -335,7 +232,7 @@ def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.nda
     shown = _block_mean(shown, block)  # [M, H, n, n], n = ceil(N / block)
     n = shown.shape[-1]
     percent = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·n, H·n]
-    names = list(labels(tokens)) if tokens is not None else [str(i) for i in range(n_tokens)]
+    names = plain_token_labels(tokens) if tokens is not None else [str(i) for i in range(n_tokens)]
     spans = [f"{i}: {names[i]}" if block == 1 else f"{i}–{min(i + block, n_tokens) - 1}"
              for i in range(0, n_tokens, block)]
     row_word, col_word = ("key", "query") if notation == "paper" else ("query", "key")
@@ -346,47 +243,6 @@ def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.nda
         masked = _block_mean(oriented(np.asarray(masked, bool), notation).astype(np.float64), block) == 1
     what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
     return OverviewGrid(percent, masked, spans, row_word, col_word, what, m, h, n)
-
-
-def small_multiples(patterns: np.ndarray, *, notation: str = "common", selected: tuple[int, int] | None = None,
-                    masked: np.ndarray | None = None, cell_px: int = 130,
-                    tokens: Sequence[str] | None = None, max_cells: int = 128) -> go.Figure:
-    """Every head of every layer, patterns [M, H, N(query), N(key)], as an M x H grid of small heatmaps on one
-    colour scale (0..1). Rows are layers, columns heads; the selected (layer, head) is outlined in red.
-    `masked` [N, N] (True where hidden, the same for every head) is drawn grey.
-
-    Compact, as an overview should be: one heatmap trace holds the whole grid [M·N, H·N] (M·H subplots took the
-    server half a second to build and the browser as long to lay out), tiles parted by white lines, and the
-    weights are sent as whole per cents in one byte each (colour shows no finer steps; the hover says "≈").
-    The hover names the layer, head, query and key; the chosen head's own chart has the exact weights. Past
-    `max_cells` tokens a cell is the mean of a block of b×b weights (b = ⌈N / max_cells⌉; a tile is ~130 pixels
-    wide, so the screen could not show more), masked only where the whole block is; the hover says so."""
-    grid = overview_grid(patterns, notation, masked, tokens, max_cells)
-    m, h, n = grid.layers, grid.heads, grid.size
-    rows = [f"L{layer} · {grid.row_word} {span}" for layer in range(m) for span in grid.spans]
-    cols = [f"H{head} · {grid.col_word} {span}" for head in range(h) for span in grid.spans]
-    masked, what = grid.masked, grid.what
-    trace = dict(type="heatmap", z=grid.percent, x=cols, y=rows, zmin=0, zmax=100, colorscale=WEIGHT_COLORSCALE,
-                 showscale=False, name="all heads", hovertemplate=f"%{{y}}<br>%{{x}}<br>{what} ≈ %{{z}}%<extra></extra>")
-    shapes = mask_shapes(np.tile(masked, (m, h)), hatch=False) if masked is not None else []
-    borders = "".join(f"M{k * n - 0.5},-0.5V{m * n - 0.5}" for k in range(1, h)) + \
-        "".join(f"M-0.5,{k * n - 0.5}H{h * n - 0.5}" for k in range(1, m))
-    if borders:
-        shapes.append(dict(type="path", path=borders, line=dict(color="white", width=4), layer="above",
-                           xref="x", yref="y", name="tile borders"))
-    if selected is not None and 0 <= selected[0] < m and 0 <= selected[1] < h:
-        top, left = selected[0] * n - 0.5, selected[1] * n - 0.5
-        shapes.append(dict(type="rect", x0=left, x1=left + n, y0=top, y1=top + n, xref="x", yref="y",
-                           line=dict(color="#d62728", width=3), layer="above", name="selected"))
-    centre = (n - 1) // 2
-    xaxis = dict(tickmode="array", tickvals=[cols[head * n + centre] for head in range(h)],
-                 ticktext=[f"H{head}" for head in range(h)], side="top", showgrid=False, zeroline=False,
-                 constrain="domain", automargin=False, ticks="")
-    yaxis = dict(tickmode="array", tickvals=[rows[layer * n + centre] for layer in range(m)],
-                 ticktext=[f"L{layer}" for layer in range(m)], autorange="reversed", scaleanchor="x",
-                 showgrid=False, zeroline=False, constrain="domain", constraintoward="top", automargin=False, ticks="")
-    return lean_figure([trace], dict(height=int(cell_px * m + 90), margin=dict(l=30, r=5, t=60, b=5),  # below the modebar
-                                     plot_bgcolor="white", showlegend=False, shapes=shapes, xaxis=xaxis, yaxis=yaxis))
 
 
 # ---------------------------------------------------------------------------------------------------------

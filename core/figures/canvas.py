@@ -1,7 +1,8 @@
-"""Heatmaps for the app's canvas chart (assets/heatmap.js): pure data, no drawing, no Streamlit.
+"""Heatmaps for the app's canvas chart (assets/heatmap.js), the one chart every attention matrix is drawn with:
+one head, two heads' difference, all heads tiled, the rollout. Pure data, no drawing, no Streamlit.
 
-The plotly heatmap of core.figures.attention costs the browser most of a toggle at 512 tokens: Streamlit's chart
-turns the figure into JSON and back twice to theme it and draws it twice. The canvas chart takes the numbers as
+A plotly heatmap cost the browser most of a toggle at 512 tokens: Streamlit's chart turns the figure into JSON
+and back twice to theme it and draws it twice. The canvas chart takes the numbers as
 they are (float32 bytes, exactly the recorded weights), paints one pixel per cell and scales it up, and redraws in
 place. The spec here says everything the chart shows; `pack` turns it into the bytes the browser reads:
 
@@ -49,10 +50,10 @@ def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.nda
                       unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
                       masked: np.ndarray | None = None, height: int | None = None,
                       divider: int | None = None) -> dict:
-    """One head's pattern [N(query), N(key)], as core.figures.attention.head_heatmap shows it: weights on 0..1,
+    """One head's pattern [N(query), N(key)]: weights on 0..1,
     masked cells (from `masked`, else scores of -inf) grey, hatched up to MAX_HATCHED tokens. The hover gives the
     query, the key, the weight and, when `scores` are given, the pre-softmax score, at every N (the scores are
-    sent as bytes, so unlike the plotly chart there is no size past which they are left out). `divider`: dashed
+    sent as bytes, so there is no size past which they are left out). `divider`: dashed
     lines before token `divider` on both axes (say, where the texts a model was trained on ended)."""
     pattern = np.asarray(pattern)
     n = pattern.shape[-1]
@@ -76,8 +77,8 @@ def difference_heatmap_spec(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens
                             unknown: Sequence[bool] | None = None, notation: str = "common", title: str = "",
                             masked_a: np.ndarray | None = None, masked_b: np.ndarray | None = None,
                             labels_ab: tuple[str, str] = ("A", "B"), height: int | None = None) -> dict:
-    """B − A of two patterns [N(query), N(key)] over the same tokens on a diverging scale centred on 0, as
-    core.figures.attention.difference_heatmap: cells masked in both grey; the hover gives A, B and B − A."""
+    """B − A of two patterns [N(query), N(key)] over the same tokens on a diverging scale centred on 0: cells
+    masked in both grey; the hover gives A, B and B − A."""
     a, b = np.asarray(pattern_a), np.asarray(pattern_b)
     if a.shape != b.shape:
         raise ValueError(f"the two patterns differ in shape: {a.shape} and {b.shape}")
@@ -118,11 +119,11 @@ def rollout_spec(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Sequence
 def overview_spec(patterns: np.ndarray, tokens: Sequence[str], *, notation: str = "common",
                   selected: tuple[int, int] | None = None, masked: np.ndarray | None = None, tile_px: int = 130,
                   max_cells: int = 128, title: str = "") -> dict:
-    """Every head of every layer, patterns [M, H, N(query), N(key)], as core.figures.attention.small_multiples
-    tiles them: one M x H grid of heatmaps on one scale, the weights sent as whole per cents in a byte each (the
+    """Every head of every layer, patterns [M, H, N(query), N(key)], tiled as core.figures.attention.OverviewGrid
+    says: one M x H grid of heatmaps on one scale, the weights sent as whole per cents in a byte each (the
     colour shows no finer steps; the hover says "≈" and the chosen head's own chart has the exact numbers), block
     means past `max_cells` tokens, the `selected` (layer, head) outlined. A click names the layer and the head."""
-    grid = overview_grid(patterns, notation, masked, tokens, max_cells, labels=plain_token_labels)
+    grid = overview_grid(patterns, notation, masked, tokens, max_cells)
     n = grid.size
     masked = grid.masked if grid.masked is not None else np.zeros((n, n), dtype=bool)
     spec = _base_spec(grid.spans, notation, title, int(tile_px * grid.layers + 130), masked)

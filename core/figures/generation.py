@@ -14,11 +14,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.figures.attention import head_heatmap, plain_token_labels, token_labels
+from core.figures.attention import plain_token_labels, token_labels
+from core.figures.canvas import head_heatmap_spec
 from core.generation import Sampling
 
 ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR = "#0072B2", "#d4d4d4", "#E69F00"
 MODEL_COLOUR, KEPT_COLOUR, CHOSEN_COLOUR = "#56B4E9", "#0072B2", "#D55E00"
+PROMPT_LINE_COLOUR = "#000000"  # the dashed line after the prompt
 CELL_SELECTION = "cell"  # the name of the mask grid's point selection
 VISIBLE_CHANGE = 0.01  # the change scale reaches at least 1 %, so float rounding (~1e-7) stays white
 
@@ -88,22 +90,19 @@ def incremental_heatmap(change: np.ndarray, tokens: Sequence[str], point_labels:
 # Generation
 # ---------------------------------------------------------------------------------------------------------
 
-def generation_heatmap(pattern: np.ndarray, scores: np.ndarray, tokens: Sequence[str], prompt_length: int, *,
-                       title: str = "", notation: str = "common", height: int | None = None) -> go.Figure:
-    """One head's attention while generating, [n, n] (rows are queries as the model read them): the pattern of
-    core.figures.attention.head_heatmap, a dashed line after the prompt, and the newest row (or column, in paper
-    notation) outlined: the row the model computed when it read the last token."""
-    fig = head_heatmap(pattern, tokens, scores, notation=notation, title=title, height=height)
+def generation_spec(pattern: np.ndarray, scores: np.ndarray, tokens: Sequence[str], prompt_length: int, *,
+                    title: str = "", notation: str = "common", height: int | None = None) -> dict:
+    """One head's attention while generating, [n, n] (rows are queries as the model read them), for the canvas
+    chart: the pattern of core.figures.canvas.head_heatmap_spec, a dashed line after the prompt, and the newest
+    row (or column, in paper notation) outlined: the row the model computed when it read the last token."""
     n = len(tokens)
-    line = dict(color="#000000", width=1.5, dash="dash")
-    fig.add_shape(type="line", x0=-0.5, x1=n - 0.5, y0=prompt_length - 0.5, y1=prompt_length - 0.5, line=line)
-    fig.add_shape(type="line", x0=prompt_length - 0.5, x1=prompt_length - 0.5, y0=-0.5, y1=n - 0.5, line=line)
+    spec = head_heatmap_spec(pattern, tokens, scores, notation=notation, title=title, height=height,
+                             divider=prompt_length if 0 < prompt_length < n else None)
+    if "divider" in spec:
+        spec["divider"]["color"] = PROMPT_LINE_COLOUR
     if n > prompt_length:
-        newest = dict(x0=-0.5, x1=n - 0.5, y0=n - 1.5, y1=n - 0.5)
-        if notation == "paper":
-            newest = dict(x0=n - 1.5, x1=n - 0.5, y0=-0.5, y1=n - 0.5)
-        fig.add_shape(type="rect", line=dict(color=CHOSEN_COLOUR, width=3), **newest)
-    return fig
+        spec["outline"] = {"axis": "col" if notation == "paper" else "row", "at": n - 1, "color": CHOSEN_COLOUR}
+    return spec
 
 
 def sampling_legend(sampling: Sampling) -> tuple[str, str | None]:

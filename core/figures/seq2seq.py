@@ -1,6 +1,6 @@
 """Plotly figures of the encoder–decoder: the cross-attention alignment matrix. Pure functions, no Streamlit.
 
-The encoder's and the decoder's self-attention are square and drawn by core.figures.attention.head_heatmap; the
+The encoder's and the decoder's self-attention are square and drawn by the canvas chart (core.figures.canvas); the
 cross-attention is target steps × source tokens: row t is decoder step t (it reads one target token and predicts
 the next), column s a source token, rows summing to 1. With notation="paper" it is transposed (source tokens down
 the rows, steps across, columns summing to 1), as seed 001 writes A.
