@@ -263,6 +263,63 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
                                f"with **{choice}** — the same weights, e_n replaced."]
 
 
+@st.fragment
+def readout_and_patch(run: ImageRecording, chosen: int, token_n: int, notation: str) -> None:
+    """Where the readout looks, the rollout and where the chosen patch looks: a fragment, so a change of layer, head
+    or rollout source reruns these charts alone (the whole page took the browser 1.4 s to redraw, issue 18)."""
+    cfg = run.recording.config
+    patch, first = cfg.patch_size, int(cfg.uses_cls)
+    attention = readout_attention(run)
+    title = "Where the CLS token looks" if cfg.uses_cls else "Where the readout looks (mean over queries)"
+    st.subheader(title)
+    for note in attention.notes:
+        st.info(note, icon="ℹ️")
+    layer, head = layer_head_picker(cfg.n_layers, cfg.n_heads)
+    query_word = (("$A_{0,n'}$, row 0 of A" if notation == "common" else "$A_{n',0}$, column 0 of A")
+                  if cfg.uses_cls else ("the mean of every row of A" if notation == "common"
+                                        else "the mean of every column of A"))
+    col_one, col_all = st.columns([2, 3], gap="large")
+    with col_one:
+        self_note = (f" CLS keeps **{attention.cls_self[layer, head]:.1%}** on itself; the patches share the rest."
+                     if attention.cls_self is not None else "")
+        st.markdown(f"**Layer {layer}, head {head}**: {query_word}.{self_note}")
+        plotly_chart(attention_overlay(run.image, attention.grid[layer, head], patch, first),
+                        key="cls_chart", config=NO_BAR)
+    with col_all:
+        st.markdown("**Every layer and head** (each panel scaled to its own maximum)")
+        plotly_chart(attention_small_multiples(run.image, attention.grid, patch, first, selected=(layer, head),
+                                                  cell_px=125,
+                                                  extra=attention.cls_self),
+                        key="cls_all_chart", config=NO_BAR)
+    st.caption("Bright, opaque cells get much attention; small weights fade to transparent so the image shows "
+               "through. Hover a patch for its weight." + (" 'self' is the weight CLS keeps on itself."
+                                                          if attention.cls_self is not None else ""))
+
+    # --- rollout and one patch --------------------------------------------------------------------------------
+    col_rollout, col_patch = st.columns(2, gap="large")
+    with col_rollout:
+        st.subheader("Attention rollout")
+        readout_label = "the CLS token" if cfg.uses_cls else "the readout (mean over tokens)"
+        source = st.radio("Roll out from", ["readout", "patch"], key="rollout_from", bind=BIND, horizontal=True,
+                          captions=[readout_label, f"the chosen patch, n = {token_n}"])
+        grid, cls_share, what = rollout_grid(run, None if source != "patch" else chosen)
+        plotly_chart(attention_overlay(run.image, grid, patch, first,
+                                          selected=chosen if source == "patch" else None, what="rollout"),
+                        key="rollout_chart", config=NO_BAR)
+        share = f" {cls_share:.1%} stays on the CLS token." if cls_share is not None else ""
+        st.caption(f"Through all {cfg.n_layers} layers (Abnar & Zuidema 2020): each layer's heads averaged, the "
+                   f"residual added as ½ I, rows renormalised and multiplied. Shown: {what}.{share}")
+    with col_patch:
+        st.subheader(f"Where patch n = {token_n} attends")
+        weights, to_cls = patch_attention(run, layer, head, chosen)
+        st.markdown(f"Layer {layer}, head {head}: "
+                    + (f"row {token_n} of A" if notation == "common" else f"column {token_n} of $A_{{n',n}}$")
+                    + (f"; **{to_cls:.1%}** goes to the CLS token." if to_cls is not None else "."))
+        plotly_chart(attention_overlay(run.image, weights, patch, first, selected=chosen),
+                        key="patch_chart", config=NO_BAR)
+        st.caption("The chosen patch is outlined. Change the layer and head above, or the patch in figure 2 above.")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The page
 # ---------------------------------------------------------------------------------------------------------
@@ -360,53 +417,5 @@ st.caption(f"The {patch}×{patch}×{cfg.channels} patch is flattened to {token.v
            f"Read from the recording; W p_n recomputed from the weights agrees to {token.embed_error:.1e}, and "
            f"W p_n + e_n equals the input of block 0 to {token.sum_error:.1e}.")
 
-# --- where the readout looks ------------------------------------------------------------------------------
-attention = readout_attention(run)
-title = "Where the CLS token looks" if cfg.uses_cls else "Where the readout looks (mean over queries)"
-st.subheader(title)
-for note in attention.notes:
-    st.info(note, icon="ℹ️")
-layer, head = layer_head_picker(cfg.n_layers, cfg.n_heads)
-query_word = (("$A_{0,n'}$, row 0 of A" if notation == "common" else "$A_{n',0}$, column 0 of A")
-              if cfg.uses_cls else ("the mean of every row of A" if notation == "common"
-                                    else "the mean of every column of A"))
-col_one, col_all = st.columns([2, 3], gap="large")
-with col_one:
-    self_note = (f" CLS keeps **{attention.cls_self[layer, head]:.1%}** on itself; the patches share the rest."
-                 if attention.cls_self is not None else "")
-    st.markdown(f"**Layer {layer}, head {head}**: {query_word}.{self_note}")
-    plotly_chart(attention_overlay(run.image, attention.grid[layer, head], patch, first),
-                    key="cls_chart", config=NO_BAR)
-with col_all:
-    st.markdown("**Every layer and head** (each panel scaled to its own maximum)")
-    plotly_chart(attention_small_multiples(run.image, attention.grid, patch, first, selected=(layer, head),
-                                              cell_px=125,
-                                              extra=attention.cls_self),
-                    key="cls_all_chart", config=NO_BAR)
-st.caption("Bright, opaque cells get much attention; small weights fade to transparent so the image shows "
-           "through. Hover a patch for its weight." + (" 'self' is the weight CLS keeps on itself."
-                                                      if attention.cls_self is not None else ""))
-
-# --- rollout and one patch --------------------------------------------------------------------------------
-col_rollout, col_patch = st.columns(2, gap="large")
-with col_rollout:
-    st.subheader("Attention rollout")
-    readout_label = "the CLS token" if cfg.uses_cls else "the readout (mean over tokens)"
-    source = st.radio("Roll out from", ["readout", "patch"], key="rollout_from", bind=BIND, horizontal=True,
-                      captions=[readout_label, f"the chosen patch, n = {token_n}"])
-    grid, cls_share, what = rollout_grid(run, None if source != "patch" else chosen)
-    plotly_chart(attention_overlay(run.image, grid, patch, first,
-                                      selected=chosen if source == "patch" else None, what="rollout"),
-                    key="rollout_chart", config=NO_BAR)
-    share = f" {cls_share:.1%} stays on the CLS token." if cls_share is not None else ""
-    st.caption(f"Through all {cfg.n_layers} layers (Abnar & Zuidema 2020): each layer's heads averaged, the "
-               f"residual added as ½ I, rows renormalised and multiplied. Shown: {what}.{share}")
-with col_patch:
-    st.subheader(f"Where patch n = {token_n} attends")
-    weights, to_cls = patch_attention(run, layer, head, chosen)
-    st.markdown(f"Layer {layer}, head {head}: "
-                + (f"row {token_n} of A" if notation == "common" else f"column {token_n} of $A_{{n',n}}$")
-                + (f"; **{to_cls:.1%}** goes to the CLS token." if to_cls is not None else "."))
-    plotly_chart(attention_overlay(run.image, weights, patch, first, selected=chosen),
-                    key="patch_chart", config=NO_BAR)
-    st.caption("The chosen patch is outlined. Change the layer and head above, or the patch in figure 2 above.")
+# --- where the readout looks, the rollout, one patch (a fragment) ------------------------------------------
+readout_and_patch(run, chosen, token_n, notation)

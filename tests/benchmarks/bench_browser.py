@@ -1,6 +1,12 @@
 """How fast the text explorer redraws in a real browser, beside a trivial Streamlit page timed the same way.
 
     python tests/benchmarks/bench_browser.py [--sizes 16 64 256 512] [--repeats 3] [--json out.json]
+    python tests/benchmarks/bench_browser.py --pages [--repeats 3] [--json out.json]
+
+--pages times, instead, a widget change on every page with a layer and head picker (the text explorer, the maths,
+the cost of attention, the encoder–decoder, the image page): a click on another head, until the page is redrawn,
+beside the trivial page's mask toggle in the same browser (goal, issue 18: within PAGE_TARGET x of it). Each page
+opens with its own defaults (its bundled model, its default text or image).
 
 The target (issue: "a toggle redraws the figures within 1.5x the floor at 64 tokens and within 3x at 512
 tokens"): the floor is tests/benchmarks/trivial_page.py (a text box, a mask choice and a small heatmap). Both
@@ -50,6 +56,9 @@ QUIET_MS = 400
 TIMEOUT_MS = 60_000
 APP_CHARTS = 1  # the default tab, "Attention pattern": the chosen head (other tabs, "All heads" too, are lazy)
 TARGETS = {64: 1.5, 512: 3.0}
+# url path ("": the text explorer) -> the key of its head picker
+HEAD_PAGES = {"": "head", "maths": "head", "attention_cost": "head", "cross_attention": "dec_head", "image_lab": "head"}
+PAGE_TARGET = 2.0
 
 OBSERVER_JS = """(charts) => {
   if (window.__bench && window.__bench.observer) window.__bench.observer.disconnect();
@@ -163,9 +172,10 @@ class Page:
         self.page.set_default_timeout(TIMEOUT_MS)
         self.url, self.charts, self.mask_from, self.context, self.name = url, charts, mask_from, context, name
 
-    def load(self) -> None:
+    def load(self, ready: str = CHARTS) -> None:
+        """Open the page and wait until `ready` (by default a chart) is shown and the script has finished."""
         self.page.goto(self.url)
-        self.page.wait_for_selector(CHARTS)
+        self.page.wait_for_selector(ready)
         self.page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')"
                                     "?.getAttribute('data-test-script-state') === 'notRunning'")
         self.page.wait_for_timeout(1000)
@@ -202,6 +212,19 @@ class Page:
             self._start_clock()
             box.press("Control+Enter")
         return self._measure(act, n_tokens)
+
+    def chosen_head(self, key: str) -> int:
+        """The head chosen in the head picker whose widget key is `key`."""
+        return int(self.page.locator(f".st-key-{key} label:has(input:checked)").inner_text().strip()[1:])
+
+    def choose_head(self, key: str, head: int) -> float:
+        """Click head `head` in the head picker whose widget key is `key` (another head than the chosen one)."""
+        option = self.page.locator(f".st-key-{key}").get_by_text(f"H{head}", exact=True)
+
+        def act():
+            self._start_clock()
+            option.click()
+        return self._measure(act, 0, need_change=False)  # some pages draw the chosen head only further down
 
     def choose_mask(self, option: str, n_tokens: int, measured: bool = True) -> float:
         self.page.get_by_test_id("stSelectbox").filter(has_text="Mask").first.click()
@@ -274,7 +297,55 @@ def run(sizes: list[int], repeats: int, model: str | None = None) -> dict:
     return results
 
 
+def run_pages(repeats: int) -> dict:
+    """Every HEAD_PAGES page's head change beside the trivial page's mask toggle, interleaved."""
+    from playwright.sync_api import sync_playwright
+
+    logs = Path(os.environ.get("TMPDIR", "/tmp"))
+    ports = free_port(), free_port()
+    servers = [start("app.py", ports[0], logs / "bench_app.log"),
+               start("tests/benchmarks/trivial_page.py", ports[1], logs / "bench_trivial.log")]
+    results: dict = {"repeats": repeats, "target": PAGE_TARGET, "quiet_ms": QUIET_MS, "pages": []}
+    try:
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        for url, server in zip(urls, servers):
+            wait_healthy(url, server)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            trivial = Page(browser, urls[1], 1, "causal", None, "trivial")
+            trivial.load()
+            for path, key in HEAD_PAGES.items():
+                # no chart required: a page may hide its charts until a prediction is revealed
+                page = Page(browser, f"{urls[0]}/{path}", 0, "", None, path or "text_explorer")
+                page.load(ready=f".st-key-{key}")
+                own = page.chosen_head(key)
+                other = 1 if own == 0 else 0
+                page.choose_head(key, other)  # warm up: the other head drawn once
+                app_times, floor_times = [], []
+                for repeat in range(repeats):
+                    app_times.append(page.choose_head(key, own if repeat % 2 == 0 else other))
+                    floor_times.append(trivial.choose_mask("none" if repeat % 2 == 0 else "causal", 0))
+                row = {"page": page.name, "app_s": statistics.median(app_times), "app_all_s": app_times,
+                       "trivial_s": statistics.median(floor_times), "trivial_all_s": floor_times}
+                row["ratio"] = row["app_s"] / row["trivial_s"]
+                row["meets_target"] = row["ratio"] <= PAGE_TARGET
+                results["pages"].append(row)
+                print(f"{row['page']:<16} {row['app_s']:>7.3f} {row['trivial_s']:>8.3f} {row['ratio']:>6.2f}  "
+                      f"goal <= {PAGE_TARGET:g}x: {'met' if row['meets_target'] else 'NOT met'}", flush=True)
+                page.page.close()
+            browser.close()
+    finally:
+        for server in servers:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    return results
+
+
 HEADER = (f"{'N':>5} {'what':<7} {'app s':>7} {'floor s':>8} {'ratio':>6}  note")
+PAGES_HEADER = f"{'page':<16} {'app s':>7} {'floor s':>8} {'ratio':>6}  (a head change vs the trivial page's toggle)"
 
 
 def print_row(row: dict) -> None:
@@ -293,12 +364,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--model", help="the model to run (default: the bundled text model with the longest context)")
+    parser.add_argument("--pages", action="store_true", help="time a head change on every page with a head picker")
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():
         print(f"no Chromium at {CHROMIUM}", file=sys.stderr)
         return 2
-    print(HEADER, flush=True)
-    results = run(args.sizes, args.repeats, args.model)
+    print(PAGES_HEADER if args.pages else HEADER, flush=True)
+    results = run_pages(args.repeats) if args.pages else run(args.sizes, args.repeats, args.model)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
         print(f"wrote {args.json}")

@@ -5,6 +5,7 @@
 Steps (each also runs on its own; see its docstring):
   peers    tests/benchmarks/bench_peers.py    recording overhead; vs TransformerLens run_with_cache; bytes vs bertviz
   browser  tests/benchmarks/bench_browser.py  typing and toggling in the system Chromium, beside a trivial page
+  pages    tests/benchmarks/bench_browser.py --pages   a head change on every page with a head picker, likewise
   load     tests/benchmarks/load_test.py      30 students on one server for 5 minutes (p50/p95, errors, memory)
 
 First `pip install -r requirements-dev.txt -r requirements-bench.txt` (the peers are pinned against the app's
@@ -30,9 +31,10 @@ VERSIONS = "import torch, streamlit; print(torch.__version__, streamlit.__versio
 STEPS = {  # name -> (script, its arguments, its quick arguments); its JSON path is appended after JSON_FLAG
     "peers": ("bench_peers.py", [], ["--repeats", "3"]),
     "browser": ("bench_browser.py", [], ["--repeats", "1", "--sizes", "16", "64"]),
+    "pages": ("bench_browser.py", ["--pages"], ["--pages", "--repeats", "1"]),
     "load": ("load_test.py", [], ["--minutes", "1"]),
 }
-JSON_FLAG = {"peers": "--out", "browser": "--json", "load": "--json"}
+JSON_FLAG = {"peers": "--out", "browser": "--json", "pages": "--json", "load": "--json"}
 
 
 def versions() -> str:
@@ -93,6 +95,12 @@ def browser_lines(results: dict) -> list[tuple[str, str, str]]:
     return lines
 
 
+def pages_lines(results: dict) -> list[tuple[str, str, str]]:
+    return [(f"page rerun after a head change: {row['page']}", f"{row['ratio']:.2f}x",
+             f"vs the trivial page; goal <= {results['target']:g}: {'met' if row['meets_target'] else 'NOT met'}")
+            for row in results.get("pages", [])]
+
+
 def load_lines(results: dict) -> list[tuple[str, str, str]]:
     latency = results["latency"]["all interactions"]
     peak = max(server["memory"]["peak_mb"] for server in results["server"].values())
@@ -103,7 +111,7 @@ def load_lines(results: dict) -> list[tuple[str, str, str]]:
                                                       None: "not judged (run too short)"}[results["memory_bounded"]])]
 
 
-SUMMARIES = {"peers": peers_lines, "browser": browser_lines, "load": load_lines}
+SUMMARIES = {"peers": peers_lines, "browser": browser_lines, "pages": pages_lines, "load": load_lines}
 
 
 def main(argv: list[str] | None = None) -> int:
