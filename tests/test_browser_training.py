@@ -118,7 +118,10 @@ def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(serv
     assert not stranger.locator(".st-key-tr_start button").first.is_disabled()  # it may start a run of its own
     shoot(stranger, "training_read_only")
 
-    second_tab.bring_to_front()  # the stranger's window opened last; a background tab's page may be throttled
+    # a reload: a fresh session of the same browser (its cookie) still owns the run (the tab left in the background
+    # while the stranger's window was driven sometimes lost its polled panel here)
+    second_tab.bring_to_front()
+    second_tab.reload()
     second_tab.get_by_text("Training: step").first.wait_for(timeout=60_000)
     click(second_tab, ".st-key-tr_stop button")
     second_tab.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
