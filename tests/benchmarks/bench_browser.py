@@ -32,6 +32,8 @@ Run on purpose, not by the default test run (pytest.ini excludes tests/benchmark
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import socket
@@ -160,6 +162,27 @@ def wait_healthy(url: str, process: subprocess.Popen, timeout: float = 90) -> No
     raise RuntimeError(f"{url}: no answer in {timeout} s")
 
 
+@contextlib.contextmanager
+def app_and_trivial_page():
+    """app.py and the trivial page, each on a free port, started and healthy; yields their two URLs, stops both."""
+    logs = Path(os.environ.get("TMPDIR", "/tmp"))
+    ports = free_port(), free_port()
+    servers = [start("app.py", ports[0], logs / "bench_app.log"),
+               start("tests/benchmarks/trivial_page.py", ports[1], logs / "bench_trivial.log")]
+    try:
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        for url, server in zip(urls, servers):
+            wait_healthy(url, server)
+        yield urls
+    finally:
+        for server in servers:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Measuring in the page
 # ---------------------------------------------------------------------------------------------------------
@@ -248,16 +271,9 @@ def run(sizes: list[int], repeats: int, model: str | None = None) -> dict:
     else:
         card = load_model(model)[1]
     model, context, tok = card.name, card.config.max_len, text_tokenizer(card)
-    logs = Path(os.environ.get("TMPDIR", "/tmp"))
-    ports = free_port(), free_port()
-    servers = [start("app.py", ports[0], logs / "bench_app.log"),
-               start("tests/benchmarks/trivial_page.py", ports[1], logs / "bench_trivial.log")]
     results: dict = {"sizes": sizes, "repeats": repeats, "model": model, "context": context,
                      "quiet_ms": QUIET_MS, "rows": []}
-    try:
-        urls = [f"http://127.0.0.1:{port}" for port in ports]
-        for url, server in zip(urls, servers):
-            wait_healthy(url, server)
+    with app_and_trivial_page() as urls:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             app = Page(browser, f"{urls[0]}/?model={model}", APP_CHARTS, "model's own (causal)", context, "app")
@@ -287,13 +303,6 @@ def run(sizes: list[int], repeats: int, model: str | None = None) -> dict:
                 results["rows"].append(row)
                 print_row(row)
             browser.close()
-    finally:
-        for server in servers:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
     return results
 
 
@@ -301,19 +310,13 @@ def run_pages(repeats: int) -> dict:
     """Every HEAD_PAGES page's head change beside the trivial page's mask toggle, interleaved."""
     from playwright.sync_api import sync_playwright
 
-    logs = Path(os.environ.get("TMPDIR", "/tmp"))
-    ports = free_port(), free_port()
-    servers = [start("app.py", ports[0], logs / "bench_app.log"),
-               start("tests/benchmarks/trivial_page.py", ports[1], logs / "bench_trivial.log")]
     results: dict = {"repeats": repeats, "target": PAGE_TARGET, "quiet_ms": QUIET_MS, "pages": []}
-    try:
-        urls = [f"http://127.0.0.1:{port}" for port in ports]
-        for url, server in zip(urls, servers):
-            wait_healthy(url, server)
+    with app_and_trivial_page() as urls:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             trivial = Page(browser, urls[1], 1, "causal", None, "trivial")
             trivial.load()
+            trivial_masks = itertools.cycle(["none", "causal"])  # each toggle a change, whatever the repeats
             for path, key in HEAD_PAGES.items():
                 # no chart required: a page may hide its charts until a prediction is revealed
                 page = Page(browser, f"{urls[0]}/{path}", 0, "", None, path or "text_explorer")
@@ -324,7 +327,7 @@ def run_pages(repeats: int) -> dict:
                 app_times, floor_times = [], []
                 for repeat in range(repeats):
                     app_times.append(page.choose_head(key, own if repeat % 2 == 0 else other))
-                    floor_times.append(trivial.choose_mask("none" if repeat % 2 == 0 else "causal", 0))
+                    floor_times.append(trivial.choose_mask(next(trivial_masks), 0))
                 row = {"page": page.name, "app_s": statistics.median(app_times), "app_all_s": app_times,
                        "trivial_s": statistics.median(floor_times), "trivial_all_s": floor_times}
                 row["ratio"] = row["app_s"] / row["trivial_s"]
@@ -334,13 +337,6 @@ def run_pages(repeats: int) -> dict:
                       f"goal <= {PAGE_TARGET:g}x: {'met' if row['meets_target'] else 'NOT met'}", flush=True)
                 page.page.close()
             browser.close()
-    finally:
-        for server in servers:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
     return results
 
 
