@@ -28,21 +28,22 @@ function maskedAt(spec, r, c) { // a tiled overview sends one tile's mask, the s
   return spec.data.masked[spec.tiles ? (r % n) * n + (c % n) : r * spec.cols + c];
 }
 
-function parseColor(text) {
-  if (text.startsWith("#")) return [1, 3, 5].map(i => parseInt(text.slice(i, i + 2), 16));
-  return text.match(/[\d.]+/g).slice(0, 3).map(Number);
+function parseColor(text) { // [r, g, b, alpha 0 … 255]
+  if (text.startsWith("#")) return [...[1, 3, 5].map(i => parseInt(text.slice(i, i + 2), 16)), 255];
+  const [r, g, b, alpha = 1] = text.match(/[\d.]+/g).map(Number);
+  return [r, g, b, 255 * alpha];
 }
 
-function colorTable(scale) { // 256 RGB entries, linear between the scale's stops
+function colorTable(scale) { // 256 RGBA entries, linear between the scale's stops (an overlay's fade to transparent)
   const stops = scale.map(([at, color]) => [at, parseColor(color)]);
-  const table = new Uint8ClampedArray(256 * 3);
+  const table = new Uint8ClampedArray(256 * 4);
   for (let i = 0; i < 256; i++) {
     const t = i / 255;
     let k = 1;
     while (k < stops.length - 1 && stops[k][0] < t) k++;
     const [t0, c0] = stops[k - 1], [t1, c1] = stops[k];
     const f = t1 > t0 ? Math.min(Math.max((t - t0) / (t1 - t0), 0), 1) : 0;
-    for (let j = 0; j < 3; j++) table[i * 3 + j] = c0[j] + f * (c1[j] - c0[j]);
+    for (let j = 0; j < 4; j++) table[i * 4 + j] = c0[j] + f * (c1[j] - c0[j]);
   }
   return table;
 }
@@ -54,13 +55,26 @@ function cellImage(spec) { // rows x cols pixels, one per cell
   const image = new ImageData(cols, rows), px = image.data, span = zmax - zmin;
   for (let i = 0; i < rows * cols; i++) {
     const shown = !maskedAt(spec, Math.floor(i / cols), i % cols) && Number.isFinite(values[i]);
-    const at = shown ? 3 * Math.round(255 * Math.min(Math.max((values[i] - zmin) / span, 0), 1)) : 0;
-    for (let j = 0; j < 3; j++) px[4 * i + j] = shown ? table[at + j] : grey[j];
-    px[4 * i + 3] = 255;
+    const at = shown ? 4 * Math.round(255 * Math.min(Math.max((values[i] - zmin) / span, 0), 1)) : 0;
+    for (let j = 0; j < 4; j++) px[4 * i + j] = shown ? table[at + j] : grey[j];
   }
   const canvas = document.createElement("canvas");
   canvas.width = cols;
   canvas.height = rows;
+  canvas.getContext("2d").putImageData(image, 0, 0);
+  return canvas;
+}
+
+function backdropImage(spec) { // an image's grey pixels [H, W], drawn under an overlay's cells
+  const [height, width] = spec.arrays.find(entry => entry.name === "backdrop").shape;
+  const image = new ImageData(width, height), grey = spec.data.backdrop;
+  for (let i = 0; i < width * height; i++) {
+    image.data.fill(grey[i], 4 * i, 4 * i + 3);
+    image.data[4 * i + 3] = 255;
+  }
+  const canvas = document.createElement("canvas");
+  canvas.width = width;
+  canvas.height = height;
   canvas.getContext("2d").putImageData(image, 0, 0);
   return canvas;
 }
@@ -91,6 +105,7 @@ function tickText(spec, i, step) { // thinned labels carry their position, or ev
 }
 
 function ticks(spec, step, axis) { // [cell position of the label's centre, text] along "rows" or "cols"
+  if (spec.ticks === false) return [];
   if (spec.tiles) { // one label a tile: L0, L1 … down, H0, H1 … across
     const {size} = spec.tiles, count = axis === "rows" ? spec.tiles.layers : spec.tiles.heads;
     return Array.from({length: count}, (_, k) => [(k + 0.5) * size, `${axis === "rows" ? "L" : "H"}${k}`]);
@@ -106,7 +121,8 @@ function margins(spec, ctx, step, font, tick, scale) {
   const rotate = !spec.tiles && spec.labels.length > 6;
   // a first row for the title (left) and the PNG button (right), then the colour bar's title, bar and ticks
   const titleRow = Math.max(26 * scale, spec.title ? 14 * scale + 12 : 0);
-  const top = titleRow + font + 6 + 10 + 3 + 10 * scale + GAP + 4;
+  const top = titleRow + (spec.colorbar_title ? font + 6 + 10 + 3 + 10 * scale + GAP + 4 : 0);
+  if (spec.ticks === false) return {longest: 0, rotate: false, titleRow, top, bottom: GAP, left: GAP, right: GAP};
   const bottom = (rotate ? longest * Math.sin(Math.PI / 3) + tick : tick) + GAP * 2 + font + 8;
   return {longest, rotate, titleRow, top, bottom, left: longest + GAP + font + 14, right: 10};
 }
@@ -129,6 +145,7 @@ function layout(spec, ctx, width, colors, scale, room = null) { // room: the cel
 }
 
 function drawColorbar(ctx, spec, box, colors) {
+  if (!spec.colorbar_title) return; // tiles each on their own scale have none
   const barWidth = box.plotWidth * 0.7, barX = box.x0 + (box.plotWidth - barWidth) / 2;
   const titleY = box.titleRow + box.font;
   const barY = titleY + 6;
@@ -152,7 +169,18 @@ function drawColorbar(ctx, spec, box, colors) {
   }
 }
 
+function drawTitle(ctx, spec, box, colors) {
+  if (!spec.title) return;
+  ctx.fillStyle = colors.text;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "top";
+  ctx.font = `${14 * box.font / 12}px ${colors.font}`;
+  ctx.fillText(spec.title, 4, 4, box.width - 8);
+}
+
 function drawAxes(ctx, spec, box, colors) {
+  drawTitle(ctx, spec, box, colors);
+  if (spec.ticks === false) return; // an image's patches need no tick labels
   const {x0, y0, cell, plotWidth, plotHeight, tick, font} = box;
   ctx.fillStyle = colors.text;
   ctx.font = `${tick}px ${colors.font}`;
@@ -187,12 +215,6 @@ function drawAxes(ctx, spec, box, colors) {
   ctx.textBaseline = "middle";
   ctx.fillText(spec.y_title, 0, 0, plotHeight + box.bottom);
   ctx.restore();
-  if (spec.title) {
-    ctx.textAlign = "left";
-    ctx.textBaseline = "top";
-    ctx.font = `${14 * font / 12}px ${colors.font}`;
-    ctx.fillText(spec.title, 4, 4, box.width - 8);
-  }
 }
 
 function drawHatching(ctx, spec, box) {
@@ -225,25 +247,40 @@ function drawDivider(ctx, divider, box) { // dashed lines before row and column 
   ctx.restore();
 }
 
-function drawOutline(ctx, outline, box) { // one row (or column) framed: the newest query while generating
+function drawOutline(ctx, outline, box) { // one row, column (the newest query while generating) or cell framed
   const {x0, y0, cell, plotWidth, plotHeight} = box, at = outline.at * cell;
   ctx.save();
   ctx.strokeStyle = outline.color;
   ctx.lineWidth = 3;
-  if (outline.axis === "row") ctx.strokeRect(x0 + 1.5, y0 + at + 1.5, plotWidth - 3, cell - 3);
+  if (outline.axis === "cell") ctx.strokeRect(x0 + outline.at[1] * cell + 1.5, y0 + outline.at[0] * cell + 1.5, cell - 3, cell - 3);
+  else if (outline.axis === "row") ctx.strokeRect(x0 + 1.5, y0 + at + 1.5, plotWidth - 3, cell - 3);
   else ctx.strokeRect(x0 + at + 1.5, y0 + 1.5, cell - 3, plotHeight - 3);
   ctx.restore();
 }
 
-function drawTiles(ctx, tiles, box, colors) { // gaps in the page's colour between the heads, the chosen one outlined
-  const {x0, y0, cell, plotWidth, plotHeight} = box, side = tiles.size * cell;
-  ctx.save();
-  ctx.strokeStyle = colors.background;
-  ctx.lineWidth = 4;
+function drawBackdrop(ctx, spec, box) { // the image under every tile (or under the one map)
+  const {x0, y0, plotWidth, plotHeight} = box;
+  const across = spec.tiles ? spec.tiles.heads : 1, down = spec.tiles ? spec.tiles.layers : 1;
+  const width = plotWidth / across, height = plotHeight / down;
+  for (let r = 0; r < down; r++) {
+    for (let c = 0; c < across; c++) ctx.drawImage(spec.backdrop, x0 + c * width, y0 + r * height, width, height);
+  }
+}
+
+function gridLines(ctx, box, step, color, width) { // lines every `step` px across the cells, inside them
+  const {x0, y0, plotWidth, plotHeight} = box;
+  ctx.strokeStyle = color;
+  ctx.lineWidth = width;
   ctx.beginPath();
-  for (let k = 1; k < tiles.heads; k++) { ctx.moveTo(x0 + k * side, y0); ctx.lineTo(x0 + k * side, y0 + plotHeight); }
-  for (let k = 1; k < tiles.layers; k++) { ctx.moveTo(x0, y0 + k * side); ctx.lineTo(x0 + plotWidth, y0 + k * side); }
+  for (let x = step; x < plotWidth - 0.5; x += step) { ctx.moveTo(x0 + x, y0); ctx.lineTo(x0 + x, y0 + plotHeight); }
+  for (let y = step; y < plotHeight - 0.5; y += step) { ctx.moveTo(x0, y0 + y); ctx.lineTo(x0 + plotWidth, y0 + y); }
   ctx.stroke();
+}
+
+function drawTiles(ctx, tiles, box, colors) { // gaps in the page's colour between the heads, the chosen one outlined
+  const {x0, y0, cell} = box, side = tiles.size * cell;
+  ctx.save();
+  gridLines(ctx, box, side, colors.background, 4);
   const [layer, head] = tiles.selected || [-1, -1];
   if (layer >= 0 && layer < tiles.layers && head >= 0 && head < tiles.heads) {
     ctx.strokeStyle = "#d62728";
@@ -266,8 +303,11 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
   ctx.fillStyle = colors.background;
   ctx.fillRect(0, 0, width, box.height);
+  ctx.imageSmoothingEnabled = false;
+  if (spec.backdrop) drawBackdrop(ctx, spec, box);
   ctx.imageSmoothingEnabled = box.cell < 1; // under a pixel a cell: average, rather than drop, what cannot show
   ctx.drawImage(spec.image, box.x0, box.y0, box.plotWidth, box.plotHeight);
+  if (spec.grid_color) gridLines(ctx, box, box.cell, spec.grid_color, 1); // an image's patches
   if (spec.hatch) drawHatching(ctx, spec, box);
   if (spec.divider) drawDivider(ctx, spec.divider, box);
   if (spec.tiles) drawTiles(ctx, spec.tiles, box, colors);
@@ -292,10 +332,13 @@ function tileOf(spec, r, c) { // {layer, head, row, col}: which head's tile a ce
 function hoverText(spec, r, c) {
   const i = r * spec.cols + c;
   const tile = spec.tiles ? tileOf(spec, r, c) : null;
-  const lines = tile // a tile's rows and columns are named by spans: "3: cat", or "16–31" for a block
-    ? [`layer ${tile.layer} · head ${tile.head}`, `${spec.row_role} ${spec.labels[tile.row]}`,
-       `${spec.col_role} ${spec.labels[tile.col]}`]
-    : [`${spec.row_role} ${r}: ${spec.labels[r]}`, `${spec.col_role} ${c}: ${spec.labels[c]}`];
+  const [row, col] = tile ? [tile.row, tile.col] : [r, c];
+  const lines = spec.patches // an image's patch: its token n, row and column
+    ? [`token n = ${spec.patches.first + row * spec.patches.cols + col}`, `patch row ${row}, column ${col}`]
+    : tile // a tile's rows and columns are named by spans: "3: cat", or "16–31" for a block
+      ? [`${spec.row_role} ${spec.labels[row]}`, `${spec.col_role} ${spec.labels[col]}`]
+      : [`${spec.row_role} ${r}: ${spec.labels[r]}`, `${spec.col_role} ${c}: ${spec.labels[c]}`];
+  if (tile) lines.unshift(`layer ${tile.layer} · head ${tile.head}`);
   for (const field of spec.fields) {
     lines.push(`${field.name} ${formatNumber(spec.data[field.array][i], field.digits)}${field.unit || ""}`);
   }
@@ -385,6 +428,7 @@ export default function (component) {
   state.setTriggerValue = setTriggerValue;
   const spec = readPayload(data);
   spec.image = cellImage(spec);
+  if (spec.data.backdrop) spec.backdrop = backdropImage(spec);
   state.spec = spec;
   state.tip.hidden = true;
   render(state);

@@ -24,8 +24,8 @@ from core.checkpoint import ModelCard  # noqa: E402
 from core.config import ConfigError  # noqa: E402
 from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, NOTHING, SHAPES, TEST_SETS,  # noqa: E402
                                generate_test_set, mask_grid, template_cells)
-from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,  # noqa: E402
-                                 figure2_strip, image_with_grid)
+from core.figures.canvas import image_overlay_spec  # noqa: E402
+from core.figures.images import class_probability_bars, figure2_strip, image_with_grid  # noqa: E402
 from core.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageBusyError,  # noqa: E402
                            ImageInputError, LoadedImage, load_image)
 from core.vision import (ImageRecording, image_encodings, patch_attention,  # noqa: E402
@@ -34,6 +34,7 @@ from pages._common import (APPLY_LABELS, BIND, IMAGE_PRETRAINED, OPENED, OWN, PI
                            chosen_setting, get_model, is_pretrained, keep_in_range, keep_in_url, layer_head_picker,
                            literal, model_cards, model_from_link, model_label, models_dir, notation_switch,
                            open_linked_model, open_pretrained_model, plotly_chart, show_input_error)
+from pages._heatmap import heatmap  # noqa: E402
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -231,6 +232,31 @@ def _pick_patch() -> None:
             return
 
 
+def _pick_patch_cell(cell: dict | None) -> None:
+    """Callback: a click on a patch of an attention map chooses it, as a click on the image does (the page reruns
+    whole, since figure 2 shows it: see readout_and_patch)."""
+    if cell is not None:
+        first = st.session_state["_patch_first"]
+        st.session_state["patch"] = first + int(cell["row"]) * st.session_state["_patch_cols"] + int(cell["column"])
+        st.session_state["_patch_clicked"] = True
+
+
+def _open_tile(cell: dict | None) -> None:
+    """Callback: a click on a layer's and head's map among them all chooses that layer and head."""
+    if cell is not None:
+        st.session_state["layer"], st.session_state["head"] = int(cell["layer"]), int(cell["head"])
+
+
+def overlay_chart(run: ImageRecording, grids: np.ndarray, key: str, title: str, **options) -> None:
+    """Attention over the image's patches on the canvas chart (core.figures.canvas.image_overlay_spec): one map, a
+    click on a patch chooses it; or every layer and head, a click opens that one."""
+    first = int(run.recording.config.uses_cls)
+    st.session_state["_patch_first"], st.session_state["_patch_cols"] = first, grids.shape[-1]
+    heatmap(image_overlay_spec(run.image, grids, first, **options), key=key,
+            filename=f"{run.recording.meta.get('model', 'vit')}_{key.removesuffix('_chart')}", png_title=title,
+            on_cell=_open_tile if grids.ndim == 4 else _pick_patch_cell)
+
+
 def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str | None, list[str]]:
     """The position-encoding toggle, as on the text explorer. Returns (model to run, pe ablation or None, notes)."""
     cfg = card.config
@@ -266,9 +292,11 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
 @st.fragment
 def readout_and_patch(run: ImageRecording, chosen: int, token_n: int, notation: str) -> None:
     """Where the readout looks, the rollout and where the chosen patch looks: a fragment, so a change of layer, head
-    or rollout source reruns these charts alone (the whole page took the browser 1.4 s to redraw, issue 18)."""
+    or rollout source reruns these charts alone (the whole page took the browser 1.4 s to redraw, issue 18). A
+    click on a patch of a map chooses it for the whole page, so that one reruns the app."""
+    if st.session_state.pop("_patch_clicked", False):
+        st.rerun()
     cfg = run.recording.config
-    patch, first = cfg.patch_size, int(cfg.uses_cls)
     attention = readout_attention(run)
     title = "Where the CLS token looks" if cfg.uses_cls else "Where the readout looks (mean over queries)"
     st.subheader(title)
@@ -283,17 +311,15 @@ def readout_and_patch(run: ImageRecording, chosen: int, token_n: int, notation: 
         self_note = (f" CLS keeps **{attention.cls_self[layer, head]:.1%}** on itself; the patches share the rest."
                      if attention.cls_self is not None else "")
         st.markdown(f"**Layer {layer}, head {head}**: {query_word}.{self_note}")
-        plotly_chart(attention_overlay(run.image, attention.grid[layer, head], patch, first),
-                        key="cls_chart", config=NO_BAR)
+        overlay_chart(run, attention.grid[layer, head], "cls_chart", f"{title}: layer {layer}, head {head}")
     with col_all:
         st.markdown("**Every layer and head** (each panel scaled to its own maximum)")
-        plotly_chart(attention_small_multiples(run.image, attention.grid, patch, first, selected=(layer, head),
-                                                  cell_px=125,
-                                                  extra=attention.cls_self),
-                        key="cls_all_chart", config=NO_BAR)
+        overlay_chart(run, attention.grid, "cls_all_chart", f"{title}: every layer and head",
+                      selected_head=(layer, head), extra=attention.cls_self, extra_name="CLS keeps on itself")
     st.caption("Bright, opaque cells get much attention; small weights fade to transparent so the image shows "
-               "through. Hover a patch for its weight." + (" 'self' is the weight CLS keeps on itself."
-                                                          if attention.cls_self is not None else ""))
+               "through. Hover a patch for its weight" + (" (and, among every head, the weight CLS keeps on itself)"
+                                                          if attention.cls_self is not None else "")
+               + "; click a patch to choose it, or a layer's and head's map to open it.")
 
     # --- rollout and one patch --------------------------------------------------------------------------------
     col_rollout, col_patch = st.columns(2, gap="large")
@@ -303,9 +329,8 @@ def readout_and_patch(run: ImageRecording, chosen: int, token_n: int, notation: 
         source = st.radio("Roll out from", ["readout", "patch"], key="rollout_from", bind=BIND, horizontal=True,
                           captions=[readout_label, f"the chosen patch, n = {token_n}"])
         grid, cls_share, what = rollout_grid(run, None if source != "patch" else chosen)
-        plotly_chart(attention_overlay(run.image, grid, patch, first,
-                                          selected=chosen if source == "patch" else None, what="rollout"),
-                        key="rollout_chart", config=NO_BAR)
+        overlay_chart(run, grid, "rollout_chart", f"Attention rollout from {what}", what="rollout",
+                      selected_patch=chosen if source == "patch" else None)
         share = f" {cls_share:.1%} stays on the CLS token." if cls_share is not None else ""
         st.caption(f"Through all {cfg.n_layers} layers (Abnar & Zuidema 2020): each layer's heads averaged, the "
                    f"residual added as ½ I, rows renormalised and multiplied. Shown: {what}.{share}")
@@ -315,8 +340,8 @@ def readout_and_patch(run: ImageRecording, chosen: int, token_n: int, notation: 
         st.markdown(f"Layer {layer}, head {head}: "
                     + (f"row {token_n} of A" if notation == "common" else f"column {token_n} of $A_{{n',n}}$")
                     + (f"; **{to_cls:.1%}** goes to the CLS token." if to_cls is not None else "."))
-        plotly_chart(attention_overlay(run.image, weights, patch, first, selected=chosen),
-                        key="patch_chart", config=NO_BAR)
+        overlay_chart(run, weights, "patch_chart", f"Where patch n = {token_n} attends: layer {layer}, head {head}",
+                      selected_patch=chosen)
         st.caption("The chosen patch is outlined. Change the layer and head above, or the patch in figure 2 above.")
 
 

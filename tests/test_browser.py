@@ -139,17 +139,17 @@ def head_chart_rows(page) -> str:
     return label.split("rows: ")[1]
 
 
-def cell_point(page, row: int, col: int) -> tuple[float, float]:
-    """The page coordinates of a cell's centre in the first canvas heatmap."""
-    x0, y0, cell = page.evaluate(f"() => JSON.parse(document.querySelector('{HEATMAP}').dataset.plot)")
-    bounds = page.locator(f"{HEATMAP} canvas").first.bounding_box()
+def cell_point(page, row: int, col: int, chart: str = HEATMAP) -> tuple[float, float]:
+    """The page coordinates of a cell's centre in the first canvas heatmap (matching the selector `chart`)."""
+    x0, y0, cell = page.evaluate(f"() => JSON.parse(document.querySelector('{chart}').dataset.plot)")
+    bounds = page.locator(f"{chart} canvas").first.bounding_box()
     return bounds["x"] + x0 + (col + 0.5) * cell, bounds["y"] + y0 + (row + 0.5) * cell
 
 
-def hover_cell(page, row: int, col: int) -> str:
-    """Move the mouse over a cell of the first canvas heatmap; the hover box's text."""
-    page.mouse.move(*cell_point(page, row, col))
-    tip = page.locator(f"{HEATMAP} .al-heatmap-tip").first
+def hover_cell(page, row: int, col: int, chart: str = HEATMAP) -> str:
+    """Move the mouse over a cell of the first canvas heatmap (matching `chart`); the hover box's text."""
+    page.mouse.move(*cell_point(page, row, col, chart))
+    tip = page.locator(f"{chart} .al-heatmap-tip").first
     tip.wait_for()
     return tip.inner_text()
 

@@ -14,7 +14,8 @@ from PIL import Image
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from core.data.images import generate_dataset
-from test_browser import CHART, CHROMIUM, ERROR, _build_models, page, serve_app, shoot, wait_idle  # noqa: F401
+from test_browser import (ANY_CHART, CHART, CHROMIUM, ERROR, HEATMAP, _build_models, cell_point, hover_cell, page,  # noqa: F401
+                          serve_app, shoot, wait_idle)
 from vision_models import write_tiny_vits
 
 pytestmark = [pytest.mark.browser,
@@ -36,13 +37,40 @@ def _png(tmp_path: Path) -> Path:
     return path
 
 
+def _map(key: str) -> str:
+    """The canvas chart of one attention map over the image."""
+    return f'[class*="st-key-{key}"] {HEATMAP}'
+
+
+def test_attention_over_the_image_hovers_and_clicks(server, page, shoot):
+    """The maps over the image are canvas charts: the hover names the patch's token n and its weight (and, among
+    every head, the head); a click on a patch chooses it for the whole page, a click on a head's map opens it."""
+    page.goto(f"{server}/image_lab")
+    page.locator(f"{_map('patch_chart')} canvas").wait_for()
+    wait_idle(page)
+    page.locator(f"{_map('cls_chart')} canvas").scroll_into_view_if_needed()
+    lines = hover_cell(page, 1, 2, _map("cls_chart")).splitlines()
+    assert lines[:2] == ["token n = 11", "patch row 1, column 2"] and lines[2].startswith("weight 0.")
+    tile = hover_cell(page, 8 + 1, 8 + 2, _map("cls_all_chart")).splitlines()  # L1 H1 of 8 x 8 patches a tile
+    assert tile[:2] == ["layer 1 · head 1", "token n = 11"] and tile[-1].startswith("CLS keeps on itself 0.")
+    shoot(page, "image_5_maps")
+    page.mouse.click(*cell_point(page, 8 + 1, 8 + 2, _map("cls_all_chart")))
+    page.get_by_text("Layer 1, head 1", exact=True).wait_for()
+    wait_idle(page)
+    page.mouse.click(*cell_point(page, 2, 3, _map("patch_chart")))  # row 2, column 3: n = 1 + 2 * 8 + 3
+    page.get_by_text("Where patch n = 20 attends").wait_for()
+    wait_idle(page)
+    assert "patch=20" in page.url and page.locator(ERROR).count() == 0
+    assert page.locator("annotation", has_text="x_{20} = W").count() == 1  # figure 2 shows it too
+
+
 def _charts(page) -> int:
-    return page.locator(CHART).count()
+    return page.locator(ANY_CHART).count()
 
 
 def test_image_page_in_the_browser(server, page, shoot, tmp_path):
     page.goto(f"{server}/image_lab")
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 7")
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length >= 7")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
     assert page.get_by_text("Where the CLS token looks").count() == 1
@@ -69,13 +97,11 @@ def test_image_page_in_the_browser(server, page, shoot, tmp_path):
     assert "source=upload" in page.url
     page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(_png(tmp_path)))
     page.get_by_text("resized from 128×128 to 32×32").wait_for()
-    page.wait_for_function(f"() => document.querySelectorAll('{CHART}').length >= 7")
+    page.wait_for_function(f"() => document.querySelectorAll('{ANY_CHART}').length >= 7")
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
-    overlay = page.locator(CHART).nth(3)  # the CLS attention of one head, over the image
-    overlay.scroll_into_view_if_needed()
-    assert overlay.locator(".heatmaplayer image, .heatmaplayer .hm").count() >= 1  # the heatmap is drawn
-    assert overlay.locator(".layer-below image, .imagelayer image").count() >= 1  # over the image
+    page.locator(f"{_map('cls_all_chart')} canvas").scroll_into_view_if_needed()
+    wait_idle(page)
     shoot(page, "image_2_upload")
 
     # a bad upload: an error box with the loader's message, no traceback

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from core.checkpoint import update_metrics
 from core.data.images import (CLASSES, HELDOUT_SEED, SHAPES, TEST_SETS, generate_dataset, generate_test_set,
                               template_cells)
+from conftest import charts, drawn
 from upload_files import encode, flat_png, header_only_png, many_frame_gif
 from vision_models import write_tiny_vits
 
@@ -55,10 +56,6 @@ def text_of(at: AppTest) -> str:
     return "\n".join(parts + [h.value for h in at.subheader])
 
 
-def charts(at: AppTest) -> list:
-    return list(at.get("plotly_chart"))
-
-
 def test_page_renders_a_sample(app):
     at = app()
     ok(at)
@@ -68,6 +65,7 @@ def test_page_renders_a_sample(app):
     assert "vit-learned" in text_of(at) and "position encoding in use: **learned**" in text_of(at)
     assert at.selectbox(key="patch").value == 37  # the middle patch, n = 1 + 4*8 + 4
     assert "Where the CLS token looks" in text_of(at)
+    assert all(drawn(at, key) for key in ("cls_chart", "cls_all_chart", "rollout_chart", "patch_chart"))  # canvas
 
 
 def test_switching_sample_layer_head_and_patch(app):
@@ -271,3 +269,4 @@ def test_a_gif_of_many_frames_uses_its_first(app):
     ok(at)
     assert len(charts(at)) == N_CHARTS
     assert "used the first frame of an animated GIF" in text_of(at)
+

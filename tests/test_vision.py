@@ -10,7 +10,8 @@ import torch
 from core.analysis import rollout
 from core.config import ConfigError, ModelConfig
 from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
-from core.figures.images import (attention_overlay, attention_small_multiples, class_probability_bars,
+from core.figures.canvas import image_overlay_spec, pack, unpack
+from core.figures.images import (SELECTED_COLOUR, class_probability_bars, muted,
                                  figure2_strip, image_with_grid)
 from core.patches import patchify
 from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention, patch_token,
@@ -287,28 +288,34 @@ def test_image_with_grid_draws_the_image_the_grid_and_the_numbers(images):
     assert list(fig.layout.yaxis.range) == [32, 0]  # y down, as in the image
 
 
-def test_attention_overlay_is_a_heatmap_over_the_image(images):
+def test_attention_overlay_is_the_canvas_chart_over_the_grey_image(images):
+    """One map: the exact weights in patch order, on 0 … its largest, over the image in grey, transparent at 0;
+    the chosen patch outlined, hover numbered from the first patch's token n."""
     grid = np.random.default_rng(0).dirichlet(np.ones(64)).reshape(8, 8)
-    fig = attention_overlay(images[0], grid, 4, selected=0)
-    kinds = [trace.type for trace in fig.data]
-    assert kinds == ["image", "heatmap"]  # the heatmap on top of the image
-    heat = _heatmaps(fig)[0]
-    assert np.asarray(heat.z).shape == (8, 8) and heat.zmax == pytest.approx(grid.max())
-    assert "rgba" in heat.colorscale[0][1] and heat.colorscale[0][1].endswith(", 0)")  # 0 is transparent
-    assert list(heat.x) == [2 + 4 * c for c in range(8)]
+    spec = unpack(pack(image_overlay_spec(images[0], grid, 1, selected_patch=10)))
+    assert np.array_equal(spec["arrays"]["weight"], grid.astype(np.float32)) and spec["color"] == "weight"
+    assert spec["zmax"] == pytest.approx(grid.max()) and spec["colorbar_title"] == "weight"
+    assert np.array_equal(spec["arrays"]["backdrop"], muted(images[0])[..., 0])
+    assert spec["colorscale"][0][1].endswith(", 0)")  # 0 is transparent: the image shows through
+    assert spec["outline"] == {"axis": "cell", "at": [1, 2], "color": SELECTED_COLOUR}  # patch 10: row 1, column 2
+    assert spec["patches"] == {"first": 1, "cols": 8} and "tiles" not in spec and spec["ticks"] is False
 
 
-def test_small_multiples_have_one_panel_per_layer_and_head(images):
-    grids = np.random.default_rng(1).random((3, 2, 8, 8))
-    fig = attention_small_multiples(images[0], grids, 4, selected=(1, 1), extra=np.zeros((3, 2)))
-    heat = _heatmaps(fig)
-    assert len(heat) == 6 and all(np.asarray(h.z).shape == (8, 8) for h in heat)
-    assert all(np.asarray(h.z).max() == pytest.approx(1.0) for h in heat)  # each panel scaled to its own max
-    assert [a.text for a in fig.layout.annotations][3].startswith("L1 H1")
-    assert len(fig.layout.shapes) == 1
-    assert len({trace.source for trace in fig.data if trace.type == "image"}) == 1  # one grey image, encoded once
-    assert [(t.xaxis, t.yaxis) for t in heat][3] == ("x4", "y4") and fig.layout.yaxis4.scaleanchor == "x4"
-    go.Figure(fig.to_dict())  # built from plain dicts: plotly would accept every property
+def test_every_layer_and_head_is_tiled_each_on_its_own_scale(images):
+    grids = np.random.default_rng(1).random((3, 2, 8, 8)).astype(np.float32)
+    extra = np.arange(6, dtype=np.float32).reshape(3, 2)
+    spec = unpack(pack(image_overlay_spec(images[0], grids, 0, selected_head=(1, 1), extra=extra, extra_name="self")))
+    weight, shown = spec["arrays"]["weight"], spec["arrays"]["shown"]
+    assert weight.shape == shown.shape == (24, 16) and spec["tiles"]["selected"] == [1, 1]
+    for layer in range(3):
+        for head in range(2):
+            tile = np.s_[8 * layer:8 * (layer + 1), 8 * head:8 * (head + 1)]
+            assert np.array_equal(weight[tile], grids[layer, head])  # tile (layer, head) holds that head's map
+            assert shown[tile].max() == pytest.approx(1.0)  # each panel scaled to its own largest weight
+            assert np.all(spec["arrays"]["extra"][tile] == extra[layer, head])
+    assert spec["colorbar_title"] is None and [f["name"] for f in spec["fields"]] == ["weight", "self"]
+    with pytest.raises(ValueError, match="square grid"):
+        image_overlay_spec(images[0], grids[..., :4], 0)
 
 
 @pytest.mark.parametrize("notation, shape", [("paper", (32, 1)), ("common", (1, 32))])

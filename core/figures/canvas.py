@@ -171,3 +171,44 @@ def unpack(payload: bytes) -> dict:
     if offset != len(payload):
         raise ValueError(f"payload has {len(payload) - offset} bytes past its arrays")
     return {**spec, "arrays": arrays}
+
+
+def image_overlay_spec(image: np.ndarray, grids: np.ndarray, first_token: int = 1, *, what: str = "weight",
+                       selected_patch: int | None = None, selected_head: tuple[int, int] | None = None,
+                       extra: np.ndarray | None = None, extra_name: str = "", height: int = 420, tile_px: int = 125,
+                       title: str = "") -> dict:
+    """Attention over an image's patches: `grids` [rows, cols], one map on 0 … its largest value with a colour bar,
+    or [M, H, rows, cols], every layer and head tiled, each on 0 … its own largest (so a spread-out head is not
+    invisible). The image lies in grey under the cells (core.figures.images.muted) and small values fade to
+    transparent. The hover names the patch (its token n = first_token + row · cols + column) and the value; `extra`
+    [M, H] (say, what CLS keeps on itself, `extra_name`) joins each tile's hover. `selected_patch` (0-based) is
+    outlined, `selected_head` (layer, head) framed; a click names the patch's row and column (tiled: its layer and
+    head too)."""
+    from core.figures.images import GRID_COLOUR, OVERLAY_COLORSCALE, SELECTED_COLOUR, muted
+
+    grids = np.asarray(grids, dtype=np.float32)
+    tiled = grids.ndim == 4
+    layers, heads, rows, cols = grids.shape if tiled else (1, 1, *grids.shape)
+    if rows != cols or grids.ndim not in (2, 4):
+        raise ValueError(f"grids must be [rows, cols] or [M, H, rows, cols] over a square grid; got {grids.shape}")
+    peaks = np.maximum(grids.max(axis=(-2, -1), keepdims=True), 1e-12)
+    side_by_side = lambda g: g.transpose(0, 2, 1, 3).reshape(layers * rows, heads * cols)  # [M·rows, H·cols]
+    arrays = ({"shown": side_by_side(grids / peaks), "weight": side_by_side(grids)} if tiled else {"weight": grids})
+    spec = {"labels": [str(i) for i in range(rows)], "row_role": "row", "col_role": "column",
+            "x_title": "head" if tiled else "patch column", "y_title": "layer" if tiled else "patch row",
+            "title": title, "height": int(tile_px * layers + 60) if tiled else height, "tick_step": 1, "tick_font": 12,
+            "ticks": tiled, "masked_fill": "#ffffff", "hatch_color": "#ffffff", "hatch": False,
+            "color": "shown" if tiled else "weight", "zmin": 0.0, "zmax": 1.0 if tiled else float(peaks.max()),
+            "colorscale": OVERLAY_COLORSCALE, "colorbar_title": None if tiled else what,
+            "fields": [{"name": what, "array": "weight", "digits": 3}], "grid_color": GRID_COLOUR,
+            "patches": {"first": first_token, "cols": cols},
+            "arrays": {**arrays, "masked": np.zeros((rows, cols), dtype=np.uint8), "backdrop": muted(image)[..., 0]}}
+    if tiled:
+        spec["tiles"] = {"layers": layers, "heads": heads, "size": rows,
+                         "selected": list(selected_head) if selected_head is not None else None}
+        if extra is not None:
+            spec["arrays"]["extra"] = np.repeat(np.repeat(np.asarray(extra, dtype=np.float32), rows, 0), cols, 1)
+            spec["fields"].append({"name": extra_name, "array": "extra", "digits": 3})
+    if selected_patch is not None:
+        spec["outline"] = {"axis": "cell", "at": list(divmod(int(selected_patch), cols)), "color": SELECTED_COLOUR}
+    return spec

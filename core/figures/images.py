@@ -17,7 +17,6 @@ import plotly.graph_objects as go
 from PIL import Image
 from plotly.subplots import make_subplots
 
-from core.figures.attention import grid_axes, lean_figure
 
 UPSCALE = 8  # the image is drawn 8x larger than it is, pixel by pixel
 GRID_COLOUR = "rgba(255, 255, 255, 0.55)"
@@ -134,78 +133,6 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
     _patch_axes(fig, h, w)
     _square(fig, 1)
     return fig
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Attention over the image
-# ---------------------------------------------------------------------------------------------------------
-
-def _overlay_traces(image: np.ndarray, grid: np.ndarray, patch: int, zmax: float, first_token: int,
-                    shown: np.ndarray | None = None, showscale: bool = True, colorbar_title: str = "weight",
-                    what: str = "weight", source: str = "") -> list[dict]:
-    """The image (in grey; `source`: its image_source when already made), then the heatmap of `shown` (default:
-    grid) over it; hover gives the true weight."""
-    rows, cols = grid.shape
-    xs, ys = _patch_centres(rows, cols, patch)
-    tokens = _token_numbers(rows, cols, first_token)
-    shown = grid if shown is None else shown
-    heat = dict(type="heatmap", z=shown, x=xs, y=ys, zmin=0, zmax=zmax, colorscale=OVERLAY_COLORSCALE,
-                customdata=np.dstack([tokens, grid]), showscale=showscale,
-                colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=12, len=0.8),
-                hovertemplate=f"token n = %{{customdata[0]}}<br>{what} %{{customdata[1]:.3f}}<extra></extra>")
-    return [_image_trace(muted(image), source=source), heat]
-
-
-def attention_overlay(image: np.ndarray, grid: np.ndarray, patch: int, first_token: int = 1,
-                      selected: int | None = None, zmax: float | None = None, height: int = 420,
-                      colorbar_title: str = "weight", grid_lines: bool = True, what: str = "weight") -> go.Figure:
-    """One attention (or rollout) map `grid` [rows, cols] over the image, drawn in grey so the colours stand out.
-    The colour scale runs from 0 to `zmax` (default: the largest weight); small weights are transparent.
-    `selected` (0-based patch) is outlined."""
-    grid = np.asarray(grid, dtype=float)
-    h, w = image.shape[:2]
-    zmax = float(zmax) if zmax is not None else max(float(grid.max()), 1e-12)
-    fig = go.Figure(_overlay_traces(image, grid, patch, zmax, first_token, colorbar_title=colorbar_title,
-                                    what=what))
-    shapes = _grid_shapes(h, w, patch) if grid_lines else []
-    if selected is not None:
-        shapes.append(_outline(*divmod(selected, grid.shape[1]), patch))
-    fig.update_layout(shapes=shapes, height=height, margin=dict(l=4, r=4, t=8, b=4), showlegend=False)
-    _patch_axes(fig, h, w)
-    _square(fig, 1)
-    return fig
-
-
-def attention_small_multiples(image: np.ndarray, grids: np.ndarray, patch: int, first_token: int = 1,
-                              selected: tuple[int, int] | None = None, cell_px: int = 150,
-                              extra: np.ndarray | None = None) -> go.Figure:
-    """Every layer (rows) x head (columns) map of `grids` [M, H, rows, cols] over the image. Each panel has its own
-    colour scale, from 0 to its largest weight (so a spread-out head is not invisible); hover gives the weight.
-    `selected` (layer, head) is framed. `extra` [M, H] (e.g. what CLS keeps on itself) goes in the titles. Plain
-    dicts (lean_figure), the grey image encoded once: 16 validated panels took a quarter of a second a rerun."""
-    grids = np.asarray(grids, dtype=float)
-    m, n_heads = grids.shape[:2]
-    h, w = image.shape[:2]
-    titles = [f"L{layer} H{head}" + (f" · self {extra[layer, head]:.2f}" if extra is not None else "")
-              for layer in range(m) for head in range(n_heads)]
-    axes, annotations = grid_axes(titles, n_heads, gap_x=0.015, gap_y=min(0.12, 0.35 / m), title_size=11,
-                                  **PLAIN_AXIS)
-    source = image_source(muted(image))
-    traces, shapes = [], []
-    for index, (layer, head) in enumerate((layer, head) for layer in range(m) for head in range(n_heads)):
-        suffix = "" if index == 0 else str(index + 1)
-        axes[f"xaxis{suffix}"]["range"] = [0, w]
-        axes[f"yaxis{suffix}"].update(range=[h, 0], scaleanchor=f"x{suffix}")
-        grid = grids[layer, head]
-        peak = max(float(grid.max()), 1e-12)
-        for trace in _overlay_traces(image, grid, patch, 1.0, first_token, shown=grid / peak, showscale=False,
-                                     source=source):
-            traces.append({**trace, "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"})
-        if selected == (layer, head):
-            shapes.append(dict(type="rect", x0=0, x1=w, y0=0, y1=h, xref=f"x{suffix}", yref=f"y{suffix}",
-                               line=dict(color=SELECTED_COLOUR, width=4), layer="above"))
-    return lean_figure(traces, dict(**axes, annotations=annotations, shapes=shapes, showlegend=False,
-                                    height=int(cell_px * m * 1.12 + 40), margin=dict(l=4, r=4, t=24, b=4)))
 
 
 # ---------------------------------------------------------------------------------------------------------
