@@ -236,7 +236,7 @@ def view_of(page) -> tuple:
     checked = page.locator('[data-testid="stRadio"] label:has(input:checked)')
     # four radios have a choice (notation, apply, layer, head); they may be drawn a moment after the run ends
     page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stRadio\"] input:checked').length >= 4",
-                           timeout=10_000)
+                           timeout=30_000)  # a busy machine draws them late
     return (tuple(sorted(checked.all_inner_texts())), page.locator('[role="tab"][aria-selected="true"]').inner_text(),
             page.locator("p", has_text="Query ").filter(has_text=" in layer ").first.inner_text().split(" —")[0])
 
