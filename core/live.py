@@ -87,7 +87,9 @@ IDLE_SECONDS = 90.0
 # largest recipe (the warm-up lesson's, 16.8e9) through and caps a run at a few minutes on one core of the 2-core
 # development machine: the default (2.1 M a step) trains about 35 steps/s alone, so 20e9 is about 5 minutes.
 MAX_WORK = 20e9
-TRAINING_NICENESS = 10  # a training process's niceness, so the server's pages get the CPU first
+# A training process's niceness: the lowest priority, so the server's pages get the CPU first (at 10, Linux's
+# scheduler still gave each run about a tenth of a core that a page was waiting for).
+TRAINING_NICENESS = 19
 MAX_SAVED_PER_BROWSER = 10  # saved runs (all of them, however old) one browser may have on the server
 MAX_SAVED_BYTES_PER_BROWSER = 100 * 2**20
 MAX_SAVED_RUNS = 300  # saved runs on the server, every browser's together
