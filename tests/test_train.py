@@ -172,3 +172,28 @@ def test_train_all_reproduces_each_compared_model_from_its_seeds(monkeypatch, tm
     for card in list_cards():
         if card.name in table and table[card.name].seeds and "seeds" in card.metrics:
             assert sorted(map(int, card.metrics["seeds"])) == sorted(table[card.name].seeds)
+
+
+def test_image_batches_are_turned_by_the_squares_symmetries_only_when_the_recipe_says_so():
+    """augment=True: every image of a batch is its pool image under one of the 8 symmetries of the square, all 8
+    occur, the labels stay; augment=False: the pool's images as they are. A text preset cannot ask for it."""
+    from core.config import ConfigError
+    from core.tasks import ImagePool
+
+    preset = replace(presets(TextTokenizer().vocab_size)["vit-learned"], batch_size=256, augment=False)
+    pool = ImagePool(256, 0)
+    plain, turned = (next(batches(replace(preset, augment=augment), None, 0, pool)) for augment in (False, True))
+    assert torch.equal(plain.targets, turned.targets)
+    symmetries = []
+    for original, image in zip(plain.inputs, turned.inputs):
+        candidates = [original.rot90(k, (-2, -1)) for k in range(4)]
+        candidates += [c.transpose(-1, -2) for c in candidates]
+        matching = [k for k, c in enumerate(candidates) if torch.equal(c, image)]
+        assert matching, "an image that is no symmetry of its pool image"
+        symmetries.append(matching[0])
+    assert set(symmetries) == set(range(8))
+    assert torch.equal(plain.inputs, pool.batch(torch.randint(256, (256,), generator=torch.Generator().manual_seed(0))
+                                                .tolist()).inputs)
+    assert "augment" not in preset.recipe() and replace(preset, augment=True).recipe()["augment"] is True
+    with pytest.raises(ConfigError, match="augment turns images"):
+        replace(presets(TextTokenizer().vocab_size)["lm-rope"], augment=True)
