@@ -9,6 +9,7 @@ sample, start, ink, background, pe, apply, layer, head, patch, rollout_from, opa
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -232,12 +233,11 @@ def _pick_patch() -> None:
             return
 
 
-def _pick_patch_cell(cell: dict | None) -> None:
+def _pick_patch_cell(first: int, cols: int, cell: dict | None) -> None:
     """Callback: a click on a patch of an attention map chooses it, as a click on the image does (the page reruns
-    whole, since figure 2 shows it: see readout_and_patch)."""
+    whole, since figure 2 shows it: see readout_and_patch). `first`: patch 0's token n; `cols`: patches a row."""
     if cell is not None:
-        first = st.session_state["_patch_first"]
-        st.session_state["patch"] = first + int(cell["row"]) * st.session_state["_patch_cols"] + int(cell["column"])
+        st.session_state["patch"] = first + int(cell["row"]) * cols + int(cell["column"])
         st.session_state["_patch_clicked"] = True
 
 
@@ -251,10 +251,9 @@ def overlay_chart(run: ImageRecording, grids: np.ndarray, key: str, title: str, 
     """Attention over the image's patches on the canvas chart (core.figures.canvas.image_overlay_spec): one map, a
     click on a patch chooses it; or every layer and head, a click opens that one."""
     first = int(run.recording.config.uses_cls)
-    st.session_state["_patch_first"], st.session_state["_patch_cols"] = first, grids.shape[-1]
     heatmap(image_overlay_spec(run.image, grids, first, **options), key=key,
             filename=f"{run.recording.meta.get('model', 'vit')}_{key.removesuffix('_chart')}", png_title=title,
-            on_cell=_open_tile if grids.ndim == 4 else _pick_patch_cell)
+            on_cell=_open_tile if grids.ndim == 4 else functools.partial(_pick_patch_cell, first, grids.shape[-1]))
 
 
 def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str | None, list[str]]:

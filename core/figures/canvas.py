@@ -24,6 +24,7 @@ import numpy as np
 from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, MAX_HATCHED, MAX_TICK_LABELS,
                                     ROLLOUT_COLORSCALE, WEIGHT_COLORSCALE, _figure_size, _masked_of, _tick_font_size,
                                     axis_titles, oriented, overview_grid, plain_token_labels)
+from core.figures.images import GRID_COLOUR, OVERLAY_COLORSCALE, SELECTED_COLOUR, muted
 
 DTYPES = {"float32": np.float32, "uint8": np.uint8}
 DIVIDER_COLOR = "#D55E00"  # vermilion: seen on the blues, colour-blind safe
@@ -184,8 +185,6 @@ def image_overlay_spec(image: np.ndarray, grids: np.ndarray, first_token: int = 
     [M, H] (say, what CLS keeps on itself, `extra_name`) joins each tile's hover. `selected_patch` (0-based) is
     outlined, `selected_head` (layer, head) framed; a click names the patch's row and column (tiled: its layer and
     head too)."""
-    from core.figures.images import GRID_COLOUR, OVERLAY_COLORSCALE, SELECTED_COLOUR, muted
-
     grids = np.asarray(grids, dtype=np.float32)
     tiled = grids.ndim == 4
     layers, heads, rows, cols = grids.shape if tiled else (1, 1, *grids.shape)

@@ -17,7 +17,6 @@ import plotly.graph_objects as go
 from PIL import Image
 from plotly.subplots import make_subplots
 
-
 UPSCALE = 8  # the image is drawn 8x larger than it is, pixel by pixel
 GRID_COLOUR = "rgba(255, 255, 255, 0.55)"
 SELECTED_COLOUR = "#00e5ff"
