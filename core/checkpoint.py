@@ -28,6 +28,12 @@ class ModelCard:
         return {"name": self.name, "task": self.task, "description": self.description,
                 "config": self.config.to_dict(), "metrics": self.metrics, "training": self.training}
 
+    def untrained_from(self, n_tokens: int) -> int | None:
+        """The first position of an `n_tokens` text the model never trained on, when the text reaches one: a model
+        trained on texts packed to `pack` tokens but with a longer context (lm-rope-long: 512 of 1024); else None."""
+        trained = self.training.get("pack")
+        return trained if trained and trained < n_tokens else None
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelCard:
         return cls(data["name"], data["task"], ModelConfig.from_dict(data["config"]),

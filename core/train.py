@@ -132,11 +132,13 @@ def presets(vocab_size: int) -> dict[str, Preset]:
              for pe in ("none", "sinusoidal", "learned", "rope", "alibi", "relative")]
     items.append(Preset("mlm-learned", "grammar-mlm", text_config(vocab_size, mask="none", head="masked_token"),
                         "bidirectional masked-token model on the grammar corpus", steps=6000, learning_rate=2e-3))
-    # A long context: documents packed into texts of up to 512 tokens, so that every position is trained.
-    items.append(Preset("lm-rope-long", "grammar-lm", text_config(vocab_size, pos_encoding="rope", max_len=512),
+    # A long context: documents packed into texts of up to 512 tokens, so that every position up to 512 is trained.
+    # It reads up to 1024: RoPE has no table of positions, so no weight depends on the context length (max_len 512
+    # or 1024 train the same weights), and positions 512-1023, never trained, are the explorer's 1024 tokens live.
+    items.append(Preset("lm-rope-long", "grammar-lm", text_config(vocab_size, pos_encoding="rope", max_len=1024),
                         "causal language model on the grammar corpus, documents packed into 512-token texts, "
-                        "position encoding: rope", steps=1000, batch_size=8, learning_rate=2e-3,
-                        pool_size=40000, pack=512))
+                        "position encoding: rope; reads up to 1024 tokens (positions 512-1023 never trained)",
+                        steps=1000, batch_size=8, learning_rate=2e-3, pool_size=40000, pack=512))
     # Reversal must locate the separator before it can mirror, so it trains longer. Copy has one head per layer
     # and RoPE: a previous-token head, then an induction head reading it, or an equivalent shifted circuit.
     # Which of the two circuits forms depends on the initialisation; seed 3 gives the textbook one (seeds 0, 2, 4

@@ -1,35 +1,50 @@
-"""The canvas heatmap (assets/heatmap.js) as a Streamlit element, for the charts a toggle redraws at every size.
+"""The canvas heatmap (assets/web/heatmap.js) as a Streamlit element, for the charts a toggle redraws at every size.
 
 `heatmap(spec, key, filename)` draws a spec from core.figures.canvas. The chart is a custom component
 (`st.components.v2`, in the page's own DOM, no iframe) that paints the weights it is sent as float32 bytes and
 redraws in place when they change. A click on a cell can call back (a head's cell opens its score, taken apart).
+
+Its code travels once, not with every chart: Streamlit sends a v2 component's inline JS and CSS in each of its
+messages (20 kB, five times the weights of a 16-token overview), so the inline JS is a loader of a few lines that
+imports assets/web/heatmap.js (its style sheet in it) by URL. The server serves that folder as a (v1) component's
+files, at /component/<name>/heatmap.js; the browser fetches the module once per page load; its version is in the URL.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import streamlit as st
+import streamlit.components.v1 as components
 
 from core.figures.canvas import head_heatmap_spec, pack
 from pages._common import PRESENTER_SCALE
 
-ASSET = Path(__file__).resolve().parent.parent / "assets" / "heatmap.js"
-CSS = """
-.al-heatmap { position: relative; width: 100%; }
-.al-heatmap canvas { display: block; cursor: crosshair; }
-.al-heatmap-png { position: absolute; top: 0; right: 0; z-index: 1; font: calc(12px * var(--al-scale, 1)) sans-serif;
-  padding: 2px 8px;
-  color: var(--st-text-color, #31333F); background: var(--st-background-color, #fff); opacity: 0.75;
-  border: 1px solid rgba(128, 128, 128, 0.4); border-radius: 4px; cursor: pointer; }
-.al-heatmap-png:hover { opacity: 1; }
-.al-heatmap-tip { position: absolute; z-index: 2; pointer-events: none; white-space: pre; font: calc(12px * var(--al-scale, 1))/1.45
-  var(--st-font, sans-serif); padding: 6px 9px; border-radius: 4px; color: #fff; background: rgba(38, 39, 48, 0.92);
-  box-shadow: 0 2px 6px rgba(0, 0, 0, 0.25); }
-"""
+WEB = Path(__file__).resolve().parent.parent / "assets" / "web"
+ASSET = WEB / "heatmap.js"
 
-_component = st.components.v2.component("attention_lab.heatmap", js=ASSET.read_text(encoding="utf-8"), css=CSS,
-                                        isolate_styles=False)
+
+def serve_web() -> str:
+    """Register assets/web as a (v1) component's folder, which the server then serves (the component is never
+    drawn); its name. Called for every chart: registering needs a running script, and again is a dict write."""
+    return components.declare_component("web", path=str(WEB)).name
+
+
+def loader_js() -> str:
+    """The component's inline JS: import heatmap.js from where the server serves assets/web (under the app's base
+    URL path; the file's hash in the query, so a browser never runs an old copy), then draw with it."""
+    served = serve_web()
+    base = st.get_option("server.baseUrlPath").strip("/")
+    version = hashlib.sha256(ASSET.read_bytes()).hexdigest()[:12]
+    url = f"{'/' + base if base else ''}/component/{served}/{ASSET.name}?v={version}"
+    # the inline module runs from a blob: URL, against which a path does not resolve: the page's origin does
+    return (f"const heatmap = import(new URL({json.dumps(url)}, window.location.origin).href);\n"
+            "export default function (component) { return heatmap.then(module => module.default(component)); }\n")
+
+
+_component = st.components.v2.component("attention_lab.heatmap", js=loader_js(), isolate_styles=False)
 
 
 def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = "") -> None:
@@ -43,6 +58,7 @@ def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = 
             on_cell((st.session_state.get(key) or {}).get("cell"))
 
     scale = PRESENTER_SCALE if st.session_state.get("presenter") else 1
+    serve_web()
     _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=scale), key=key,
                on_cell_change=clicked)
 

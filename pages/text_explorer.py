@@ -175,8 +175,9 @@ def titled_heatmap(title: str, spec: dict, key: str, filename: str, choices: lis
 
 
 def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
-                 layer: int, head: int) -> None:
-    """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads."""
+                 layer: int, head: int, untrained: tuple[int | None, int | None] = (None, None)) -> None:
+    """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads.
+    `untrained`: where each model's training length ended (A, B), a dashed line on its chart; None: not reached."""
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     name = model_name(recording)
     choices = token_choices(tokens, unknown)  # a click writes its query and key to the URL by these labels
@@ -186,7 +187,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         with col_main:
             titled_heatmap(f"**Layer {layer}, head {head}** · {labels[1]}",
                            head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                             unknown=unknown, notation=notation),
+                                             unknown=unknown, notation=notation, divider=untrained[1]),
                            "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}", choices)
         with col_notes:
             head_notes(recording, layer, head, notation)
@@ -197,12 +198,14 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         with col_a:
             titled_heatmap(f"**A** · layer {layer}, head {head} · {labels[0]}",
                            head_heatmap_spec(baseline.pattern(layer)[head], tokens, baseline.scores(layer)[head],
-                                             unknown=unknown, notation=notation, height=height),
+                                             unknown=unknown, notation=notation, height=height,
+                                             divider=untrained[0]),
                            "head_chart_a", f"{model_name(baseline)}_A_pattern_{where}", choices)
         with col_b:
             titled_heatmap(f"**B** · layer {layer}, head {head} · {labels[1]}",
                            head_heatmap_spec(recording.pattern(layer)[head], tokens, recording.scores(layer)[head],
-                                             unknown=unknown, notation=notation, height=height),
+                                             unknown=unknown, notation=notation, height=height,
+                                             divider=untrained[1]),
                            "head_chart", f"{name}_B_pattern_{where}", choices)
         with col_d:
             titled_heatmap("**B − A** · red: B attends more, blue: A attends more",
@@ -507,7 +510,8 @@ VIEWS = ("Attention pattern", "All heads", "One score, step by step", "Head view
 
 
 @st.fragment
-def views(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str) -> None:
+def views(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
+          untrained: tuple[int | None, int | None] = (None, None)) -> None:
     """The layer and head pickers, then one tab per view (URL key `view`). Tabs are lazy: only the open one runs
     and is drawn, so a toggle redraws what is on screen (one chart by default: each chart costs the browser about
     twice a plotly draw); a fragment, so picking a head or a tab reruns only this part."""
@@ -517,7 +521,7 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
     tabs = dict(zip(VIEWS, st.tabs(VIEWS, key="view", bind=BIND)))
     if tabs["Attention pattern"].open:
         with tabs["Attention pattern"]:
-            head_section(recording, baseline, labels, notation, layer, head)
+            head_section(recording, baseline, labels, notation, layer, head, untrained)
     if tabs["All heads"].open:
         with tabs["All heads"]:
             st.caption(f"Every layer (rows) and head (columns){' of B, the chosen setting' if compared else ''}, "
@@ -569,7 +573,19 @@ def explorer(card, cards, text: str, notation: str) -> None:
     labels = (own.describe(card), chosen.describe(chosen_card))
     st.caption(f"Running: {labels[1]}")
     slow_note(recording)
-    views(recording, baseline, labels, notation)
+    untrained = (card.untrained_from(len(tokens)), chosen_card.untrained_from(len(tokens)))
+    untrained_note(chosen_card, untrained[1])
+    views(recording, baseline, labels, notation, untrained)
+
+
+def untrained_note(card, untrained: int | None) -> None:
+    """Says where the text passes the longest text the model trained on (lm-rope-long: 512 of its 1024 tokens)."""
+    if untrained is not None:
+        st.info(f"{literal(card.name)} was trained on texts of {untrained} tokens and reads up to "
+                f"{card.config.max_len}: tokens from n = {untrained} on are at positions it **never saw in "
+                f"training** (its {card.config.pos_encoding} encoding has no table of positions, so it can still read "
+                "them). The dashed line on the head's chart marks where training ended; *Position encodings* § 5 "
+                "measures what happens past it.", icon=":material/straighten:")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -434,7 +434,7 @@ def test_trained_alternative_prefers_the_same_task_and_context():
 
     base = ModelConfig(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=64, vocab_size=50)
     cards = [ModelCard(name, task, base.replace(**changes), name) for name, task, changes in (
-        ("lm-rope-long", "grammar-lm", dict(pos_encoding="rope", max_len=512)),
+        ("lm-rope-long", "grammar-lm", dict(pos_encoding="rope", max_len=1024)),
         ("lm-rope", "grammar-lm", dict(pos_encoding="rope")),
         ("copy", "copy", dict(pos_encoding="rope")),
         ("lm-none", "grammar-lm", dict(pos_encoding="none")))]
@@ -443,3 +443,40 @@ def test_trained_alternative_prefers_the_same_task_and_context():
     assert trained_alternative(cards, by_name["lm-rope-long"], pe="none").name == "lm-none"
     assert trained_alternative(cards, by_name["lm-none"], pe="alibi") is None
     assert trained_alternative(cards, by_name["lm-none"]).name == "lm-none"  # no change asked: itself
+
+
+def test_a_text_past_the_trained_length_is_marked_where_training_ended(tmp_path, monkeypatch):
+    """A model trained on texts packed to 32 tokens with a context of 64 (as lm-rope-long: 512 of 1024): past 32
+    tokens the page says so and the head's chart has its dashed line before token 32; within 32, neither."""
+    directory = build_models(tmp_path)
+    cfg = ModelConfig(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=64, vocab_size=tokenizer().vocab_size,
+                      pos_encoding="rope")
+    save_checkpoint(Transformer(cfg), ModelCard("lm-rope-long", "grammar-lm", cfg, "long", training={"pack": 32}),
+                    directory)
+    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(directory))
+    at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
+    at.query_params.update(model="lm-rope-long", text="the dog runs . " * 10)  # 41 tokens with [BOS]
+    at.run()
+    assert_ok(at)
+    assert "41 tokens" in " ".join(m.value for m in at.markdown)
+    (note,) = [box.value for box in at.info if "never saw in training" in box.value]
+    assert "texts of 32 tokens" in note and "n = 32 on" in note
+    assert heatmap_spec(at, "head_chart")["divider"]["at"] == 32
+    at.text_area(key="text").input("the dog runs . " * 5).run()  # 21 tokens: all within training
+    assert_ok(at)
+    assert not [box for box in at.info if "never saw in training" in box.value]
+    assert "divider" not in heatmap_spec(at, "head_chart")
+
+
+def test_a_heatmap_message_carries_a_loader_and_the_server_serves_the_chart_code(app):
+    """The 20 kB of assets/web/heatmap.js (and its style sheet) travel once by URL, not in every chart's message:
+    the message's JS is a loader naming the file's served path and version (the browser tests draw through it)."""
+    import hashlib
+
+    from pages._heatmap import ASSET, serve_web
+
+    chart = next(c for c in app.get("bidi_component") if c.proto.id.endswith("head_chart"))
+    loader, version = chart.proto.js_content, hashlib.sha256(ASSET.read_bytes()).hexdigest()[:12]
+    assert len(loader) < 400 and not chart.proto.css_content
+    assert f"/component/{serve_web()}/heatmap.js?v={version}" in loader and "import(" in loader
+    assert "const STYLE" in ASSET.read_text() and "export default" in ASSET.read_text()

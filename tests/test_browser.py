@@ -21,7 +21,7 @@ CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 ERROR = '[data-testid="stException"]'
 CHART = ".js-plotly-plot"
-HEATMAP = ".al-heatmap"  # the app's canvas heatmap (assets/heatmap.js), the text explorer's head charts
+HEATMAP = ".al-heatmap"  # the app's canvas heatmap (assets/web/heatmap.js), the text explorer's head charts
 ANY_CHART = f"{CHART}, {HEATMAP}"
 
 pytestmark = [pytest.mark.browser,

@@ -87,6 +87,13 @@ def start_tiny_run(page, server: str) -> str:
     return page.url.split("run=")[1].split("&")[0]
 
 
+def why_no_control(tab, context) -> str:
+    """What the page shows instead of its owner's controls, for a failure's message."""
+    return (f"read-only note {tab.get_by_text('Read-only').count()}, status {tab.get_by_text('Training: step').count()}"
+            f", errors {tab.locator(ERROR).all_inner_texts()}, cookies "
+            f"{[(c['name'], c['value']) for c in context.cookies()]}, url {tab.url}")
+
+
 def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(server, page, shoot):
     """The browser's id lives in a cookie the app sets: a second tab of the same browser (context) controls the run
     and cannot start a second one; another browser (context) opening the run's link gets a read-only view."""
@@ -123,7 +130,10 @@ def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(serv
     second_tab.bring_to_front()
     second_tab.reload()
     second_tab.get_by_text("Training: step").first.wait_for(timeout=60_000)
-    click(second_tab, ".st-key-tr_stop button")
+    try:
+        click(second_tab, ".st-key-tr_stop button")
+    except PlaywrightTimeout:
+        pytest.fail(f"the owner's reloaded tab has no Stop button: {why_no_control(second_tab, mine)}")
     second_tab.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
     stranger.reload()
     stranger.get_by_text("Stopped: step").first.wait_for(timeout=60_000)

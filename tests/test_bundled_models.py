@@ -35,6 +35,27 @@ def bundled(name: str):
     return load_model(name)
 
 
+def test_every_bundled_model_has_its_presets_configuration_and_task():
+    """`python -m core.train --all` rebuilds each bundled model as configured (lm-rope-long's 1024-token context too)."""
+    recipes = presets(TextTokenizer().vocab_size)
+    for name, card in BUNDLED.items():
+        if name in recipes:
+            assert (card.config, card.task) == (recipes[name].config, recipes[name].task), name
+
+
+def test_the_long_model_reads_1024_tokens_half_of_them_past_its_training_length():
+    """lm-rope-long trained on texts packed to 512 tokens; RoPE lets it read 1024 (no weight depends on the context
+    length). Its recording at 1024 tokens is a causal one: rows sum to 1, later keys exactly 0."""
+    model, card = bundled("lm-rope-long")
+    assert card.config.max_len == 1024 and card.training["pack"] == 512 and card.config.pos_encoding == "rope"
+    assert card.untrained_from(1024) == 512 and card.untrained_from(512) is None
+    ids = torch.randint(4, card.config.vocab_size, (1, 1024), generator=torch.Generator().manual_seed(0))
+    pattern = model(ids, record=True).recording.pattern(3)
+    assert pattern.shape == (4, 1024, 1024)
+    np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=1e-5)
+    assert not np.triu(pattern, k=1).any()
+
+
 def test_every_position_encoding_has_a_bundled_language_model():
     assert {f"lm-{pe}" for pe in ("none", "sinusoidal", "learned", "rope", "alibi", "relative")} <= set(BUNDLED)
     assert any(card.task == "grammar-mlm" for card in BUNDLED.values())

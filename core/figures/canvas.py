@@ -1,4 +1,4 @@
-"""Heatmaps for the app's canvas chart (assets/heatmap.js), the one chart every attention matrix is drawn with:
+"""Heatmaps for the app's canvas chart (assets/web/heatmap.js), the one chart every attention matrix is drawn with:
 one head, two heads' difference, all heads tiled, the rollout. Pure data, no drawing, no Streamlit.
 
 A plotly heatmap cost the browser most of a toggle at 512 tokens: Streamlit's chart turns the figure into JSON

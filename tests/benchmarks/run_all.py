@@ -87,10 +87,10 @@ def browser_lines(results: dict) -> list[tuple[str, str, str]]:
     lines = []
     for row in results.get("rows", []):
         for what in ("type", "toggle"):
-            target = row.get("toggle_target_ratio") if what == "toggle" else None
             note = "past the context" if row.get("past_context") else "vs the trivial page"
-            if target:
-                note += f"; goal <= {target}: {'met' if row.get('toggle_meets_target') else 'NOT met'}"
+            note += f" ({row[f'app_{what}_s']:.2f} s)"
+            if f"{what}_goal" in row:
+                note += f"; {row[f'{what}_goal']}"
             lines.append((f"browser {what}, N={row['tokens']}", f"{row[f'{what}_ratio']:.2f}x", note))
     return lines
 

@@ -372,7 +372,27 @@ function savePng(state) {
   }, "image/png");
 }
 
+const STYLE = `.al-heatmap { position: relative; width: 100%; }
+.al-heatmap canvas { display: block; cursor: crosshair; }
+.al-heatmap-png { position: absolute; top: 0; right: 0; z-index: 1; font: calc(12px * var(--al-scale, 1)) sans-serif;
+  padding: 2px 8px;
+  color: var(--st-text-color, #31333F); background: var(--st-background-color, #fff); opacity: 0.75;
+  border: 1px solid rgba(128, 128, 128, 0.4); border-radius: 4px; cursor: pointer; }
+.al-heatmap-png:hover { opacity: 1; }
+.al-heatmap-tip { position: absolute; z-index: 2; pointer-events: none; white-space: pre; font: calc(12px * var(--al-scale, 1))/1.45
+  var(--st-font, sans-serif); padding: 6px 9px; border-radius: 4px; color: #fff; background: rgba(38, 39, 48, 0.92);
+  box-shadow: 0 2px 6px rgba(0, 0, 0, 0.25); }`;
+
+function addStyle() { // once per page: the style sheet travels in this file, not in every chart's message
+  if (document.getElementById("al-heatmap-style")) return;
+  const style = document.createElement("style");
+  style.id = "al-heatmap-style";
+  style.textContent = STYLE;
+  document.head.appendChild(style);
+}
+
 function build(parent) {
+  addStyle();
   const root = document.createElement("div");
   root.className = "al-heatmap";
   root.dataset.drawn = "0";
