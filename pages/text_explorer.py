@@ -46,6 +46,7 @@ NOTATION_CAPTIONS = {
 }
 MASKED_NOTE = "Grey hatched cells are **masked**: the query may not see that key, its weight is exactly 0."
 SIDE_BY_SIDE_TOKENS = 24  # up to this many tokens the head's chart and its notes share a row
+INLINE_TOKENS = 128  # up to this many tokens they are listed above the charts; more fold into an expander
 OVERVIEW_NOTE = "*All heads* (the next tab) shows every layer and head at once."
 HOVER_NOTE = ("Hover a cell for the query, key, weight and pre-softmax score; **click it** to take that score apart, "
               "step by step.")
@@ -567,7 +568,13 @@ def explorer(card, cards, text: str, notation: str) -> None:
         return
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
-    st.markdown(f"**{len(tokens)} tokens** (with {literal(tokens[0])} first): {literal(shown_tokens)}")
+    counted = f"**{len(tokens)} tokens** (with {literal(tokens[0])} first)"
+    if len(tokens) <= INLINE_TOKENS:
+        st.markdown(f"{counted}: {literal(shown_tokens)}")
+    else:  # a long text's tokens would push the charts a screen down
+        st.markdown(f"{counted}, listed under *The tokens*.")
+        with st.expander("The tokens", icon=":material/notes:"):
+            st.markdown(literal(shown_tokens))
     unknown_warning(tokens, unknown, card)
     chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))

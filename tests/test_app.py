@@ -446,25 +446,30 @@ def test_trained_alternative_prefers_the_same_task_and_context():
 
 
 def test_a_text_past_the_trained_length_is_marked_where_training_ended(tmp_path, monkeypatch):
-    """A model trained on texts packed to 32 tokens with a context of 64 (as lm-rope-long: 512 of 1024): past 32
-    tokens the page says so and the head's chart has its dashed line before token 32; within 32, neither."""
+    """A model trained on texts packed to 32 tokens with a context of 160 (as lm-rope-long: 512 of 1024): past 32
+    tokens the page says so and the head's chart has its dashed line before token 32; within 32, neither. A long
+    text's token list folds into an expander, a short one is listed above the charts."""
     directory = build_models(tmp_path)
-    cfg = ModelConfig(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=64, vocab_size=tokenizer().vocab_size,
+    cfg = ModelConfig(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=160, vocab_size=tokenizer().vocab_size,
                       pos_encoding="rope")
     save_checkpoint(Transformer(cfg), ModelCard("lm-rope-long", "grammar-lm", cfg, "long", training={"pack": 32}),
                     directory)
     monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(directory))
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
-    at.query_params.update(model="lm-rope-long", text="the dog runs . " * 10)  # 41 tokens with [BOS]
+    at.query_params.update(model="lm-rope-long", text="the dog runs . " * 37)  # 149 tokens with [BOS]
     at.run()
     assert_ok(at)
-    assert "41 tokens" in " ".join(m.value for m in at.markdown)
+    assert "**149 tokens** (with \\[BOS\\] first), listed under *The tokens*." in [m.value for m in at.markdown]
+    (listed,) = [e for e in at.expander if e.label == "The tokens"]
+    assert listed.markdown[0].value.startswith("\\[BOS\\] the dog runs")
     (note,) = [box.value for box in at.info if "never saw in training" in box.value]
     assert "texts of 32 tokens" in note and "n = 32 on" in note
     assert heatmap_spec(at, "head_chart")["divider"]["at"] == 32
     at.text_area(key="text").input("the dog runs . " * 5).run()  # 21 tokens: all within training
     assert_ok(at)
+    assert any(m.value.startswith("**21 tokens** (with \\[BOS\\] first): \\[BOS\\] the dog") for m in at.markdown)
     assert not [box for box in at.info if "never saw in training" in box.value]
+    assert not [e for e in at.expander if e.label == "The tokens"]
     assert "divider" not in heatmap_spec(at, "head_chart")
 
 

@@ -120,18 +120,25 @@ def test_the_overview_tiles_every_head_in_whole_per_cents():
         assert spec["labels"] == ["0: a", "1: b", "2: c", "3: d", "4: e"] and spec["zmax"] == 100
 
 
-def test_past_max_cells_an_overview_tile_shows_block_means():
+def test_past_max_cells_an_overview_tile_shows_each_key_blocks_share_of_the_queries_weight():
+    """A cell of b queries × b keys: the weight on those keys summed, averaged over the queries (rows of a tile
+    still sum to 1, so a long text's heads do not fade b times)."""
     n = 10
     patterns = np.random.default_rng(2).dirichlet(np.ones(n), size=(1, 2, n))  # [M=1, H=2, N=10, N=10]
     masked = np.triu(np.ones((n, n), dtype=bool), 1)
     spec = overview_spec(patterns, [f"t{i}" for i in range(n)], masked=masked, max_cells=4)  # blocks of 3: 4 a side
     weight = spec["arrays"]["weight"]
     assert weight.shape == (4, 8) and spec["labels"] == ["0–2", "3–5", "6–8", "9–9"]
-    assert weight[0, 4 + 1] == np.rint(patterns[0, 1, 0:3, 3:6].mean() * 100)  # H1, queries 0-2 x keys 3-5
+    share = patterns[0, 1, 0:3, 3:6].sum(1).mean()  # H1, queries 0-2 on keys 3-5
+    assert weight[0, 4 + 1] == np.rint(share * 100)
     assert weight[3, 3] == np.rint(patterns[0, 0, 9, 9] * 100)  # the last block holds one token: its own weight
-    assert spec["fields"][0]["name"] == "mean weight of the 3×3 block ≈" and spec["row_role"] == "queries"
+    assert np.abs(weight[:, :4].sum(1).astype(int) - 100).max() <= 4  # a row of a tile sums to 1 (rounded per cent)
+    assert spec["fields"][0]["name"] == "weight on these 3 keys (summed; mean of the queries) ≈"
+    assert spec["row_role"] == "queries"
     hidden = spec["arrays"]["masked"]
     assert hidden[0, 1] and not hidden[0, 0] and not hidden[1, 1]  # masked only where the whole block is
+    paper = overview_spec(patterns, [f"t{i}" for i in range(n)], notation="paper", max_cells=4)["arrays"]["weight"]
+    assert paper[1, 4 + 0] == np.rint(share * 100)  # keys are the rows in paper notation: the same cell, transposed
 
 
 def test_the_rollout_spec_sends_the_rollout_oriented_by_notation():

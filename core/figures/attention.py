@@ -197,6 +197,16 @@ def _block_mean(matrices: np.ndarray, block: int) -> np.ndarray:
     return total / np.outer(per_axis, per_axis)
 
 
+def _block_share(matrices: np.ndarray, block: int, key_axis: int) -> np.ndarray:
+    """Each block of b queries × b keys of attention matrices [..., N, N]: the weight on its keys, summed over
+    them, averaged over its queries (the block's mean times its number of keys, along `key_axis`, -1 or -2)."""
+    if block == 1:
+        return matrices
+    n = matrices.shape[-1]
+    keys = np.minimum(block, n - np.arange(0, n, block)).astype(np.float64)  # keys a block (fewer at the edge)
+    return _block_mean(matrices, block) * (keys if key_axis == -1 else keys[:, None])
+
+
 @dataclass
 class OverviewGrid:
     """What the all-heads overview (core.figures.canvas.overview_spec) shows: every head's pattern as one tile of
@@ -204,15 +214,17 @@ class OverviewGrid:
 
     Compact, as an overview should be: the weights are sent as whole per cents in one byte each (colour shows no
     finer steps; the hover says "≈"); the chosen head's own chart has the exact weights. Past `max_cells` tokens
-    a cell is the mean of a block of b×b weights (b = ⌈N / max_cells⌉; a tile is ~130 pixels wide, so the screen
-    could not show more), masked only where the whole block is; the hover says so."""
+    a cell covers a block of b queries × b keys (b = ⌈N / max_cells⌉; a tile is ~130 pixels wide, so the screen
+    could not show more): the weight the queries put on those keys, summed over the keys and averaged over the
+    queries, so a tile's rows still sum to 1 and a sharp head stays as dark at 1024 tokens as at 64 (a mean over
+    the block would fade it b times). Masked only where the whole block is; the hover says what a cell is."""
 
     percent: np.ndarray  # [M·n, H·n] uint8: each weight (or block mean) in whole per cents, tiles side by side
     masked: np.ndarray | None  # [n, n] True where hidden for every head (a block: only where all of it is)
     spans: list[str]  # what each of a tile's n rows (and columns) covers: "i: token", or "i–j" for a block
     row_word: str  # what a row of a tile is: "query" or "key" ("queries", "keys" for blocks)
     col_word: str
-    what: str  # "weight", or "mean weight of the b×b block"
+    what: str  # "weight", or what a block's cell is (see the class)
     layers: int
     heads: int
     size: int  # n, a tile's cells a side: N, or ceil(N / b) for blocks of b tokens
@@ -229,7 +241,7 @@ def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.nda
     _check_notation(notation)
     shown = patterns.swapaxes(-1, -2) if notation == "paper" else patterns  # [M, H, N(row), N(col)]
     block = -(-n_tokens // max_cells)  # tokens per cell: 1 up to max_cells tokens, then blocks of tokens
-    shown = _block_mean(shown, block)  # [M, H, n, n], n = ceil(N / block)
+    shown = _block_share(shown, block, key_axis=-2 if notation == "paper" else -1)  # [M, H, n, n], n = ⌈N / b⌉
     n = shown.shape[-1]
     percent = np.rint(shown.transpose(0, 2, 1, 3).reshape(m * n, h * n) * 100).astype(np.uint8)  # [M·n, H·n]
     names = plain_token_labels(tokens) if tokens is not None else [str(i) for i in range(n_tokens)]
@@ -241,7 +253,7 @@ def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.nda
         row_word, col_word = plural[row_word], plural[col_word]
     if masked is not None:
         masked = _block_mean(oriented(np.asarray(masked, bool), notation).astype(np.float64), block) == 1
-    what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
+    what = "weight" if block == 1 else f"weight on these {block} keys (summed; mean of the queries)"
     return OverviewGrid(percent, masked, spans, row_word, col_word, what, m, h, n)
 
 
