@@ -147,3 +147,17 @@ def test_a_tab_remembers_the_fragments_it_drew_for_its_polls():
     element.markdown.body = "polled"
     session._note(msg, msg.SerializeToString())
     assert session.fragments == {"frag-1"}
+
+
+def test_the_browser_benchmark_judges_issue_18s_goals_where_it_sets_them():
+    from bench_browser import judge
+
+    row = {"tokens": 512, "type_ratio": 2.1, "toggle_ratio": 1.9, "app_type_s": 0.5, "app_toggle_s": 0.4}
+    judge(row)
+    assert row["type_goal"] == "goal <= 2x: NOT met" and row["toggle_goal"] == "goal <= 2x: met"
+    row = {"tokens": 1024, "type_ratio": 9.0, "toggle_ratio": 8.0, "app_type_s": 2.5, "app_toggle_s": 1.5}
+    judge(row)
+    assert row["toggle_goal"] == "goal <= 2 s: met" and "type_goal" not in row  # the issue sets no goal for it
+    row = {"tokens": 16, "type_ratio": 1.0, "toggle_ratio": 1.0, "app_type_s": 0.1, "app_toggle_s": 0.1}
+    judge(row)
+    assert "toggle_goal" not in row and "type_goal" not in row

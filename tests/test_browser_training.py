@@ -35,15 +35,19 @@ def server(tmp_path_factory):
             yield url
 
 
-def click(page, selector: str) -> None:
-    """Click a button the polling fragment redraws every few seconds: retry when it was replaced mid-click."""
+def click(page, selector: str, until: str) -> None:
+    """Click a button the polling fragment redraws every few seconds, retrying when it was replaced mid-click, until
+    the text `until` (what the click brings) shows: a click can land although Playwright, seeing the button
+    replaced, timed out; clicking again would find no button (Stop gone once the run stopped)."""
     for _ in range(10):
+        if page.get_by_text(until).count():
+            return
         try:
             page.locator(selector).click(timeout=5_000)
-            return
+            break
         except PlaywrightTimeout:
             continue
-    page.locator(selector).click()
+    page.get_by_text(until).first.wait_for(timeout=60_000)
 
 
 def test_a_run_trains_live_and_stops(server, page, shoot):
@@ -57,16 +61,14 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
     assert page.locator(".st-key-tr_schedule_chart " + CHART).count() == 1
     shoot(page, "training_1_setup")
 
-    click(page, ".st-key-tr_start button")
-    page.get_by_text("Training: step").first.wait_for(timeout=60_000)
+    click(page, ".st-key-tr_start button", until="Training: step")
     assert "run=" in page.url
     page.wait_for_function(f"() => ({LOSS_POINTS})() >= 5", timeout=120_000)
     first = page.evaluate(LOSS_POINTS)
     page.wait_for_function(f"() => ({LOSS_POINTS})() > {first}", timeout=60_000)  # the curve grows by itself
     shoot(page, "training_2_live")
 
-    click(page, ".st-key-tr_stop button")
-    page.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
+    click(page, ".st-key-tr_stop button", until="Stopped: step")
     page.get_by_text("Attention as it formed").wait_for()
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
@@ -82,16 +84,15 @@ def start_tiny_run(page, server: str) -> str:
     if page.get_by_text("Page not found").count():
         page.keyboard.press("Escape")
     wait_idle(page)
-    click(page, ".st-key-tr_start button")
-    page.get_by_text("Training: step").first.wait_for(timeout=60_000)
+    click(page, ".st-key-tr_start button", until="Training: step")
     return page.url.split("run=")[1].split("&")[0]
 
 
 def why_no_control(tab, context) -> str:
     """What the page shows instead of its owner's controls, for a failure's message."""
-    return (f"read-only note {tab.get_by_text('Read-only').count()}, status {tab.get_by_text('Training: step').count()}"
-            f", errors {tab.locator(ERROR).all_inner_texts()}, cookies "
-            f"{[(c['name'], c['value']) for c in context.cookies()]}, url {tab.url}")
+    shown = {text: tab.get_by_text(text).count() for text in ("Read-only", "Training: step", "Stopped: step")}
+    return (f"{shown}, errors {tab.locator(ERROR).all_inner_texts()}, "
+            f"cookies {[(c['name'], c['value']) for c in context.cookies()]}, url {tab.url}")
 
 
 def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(server, page, shoot):
@@ -131,10 +132,9 @@ def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(serv
     second_tab.reload()
     second_tab.get_by_text("Training: step").first.wait_for(timeout=60_000)
     try:
-        click(second_tab, ".st-key-tr_stop button")
+        click(second_tab, ".st-key-tr_stop button", until="Stopped: step")
     except PlaywrightTimeout:
-        pytest.fail(f"the owner's reloaded tab has no Stop button: {why_no_control(second_tab, mine)}")
-    second_tab.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
+        pytest.fail(f"the owner's reloaded tab did not stop the run: {why_no_control(second_tab, mine)}")
     stranger.reload()
     stranger.get_by_text("Stopped: step").first.wait_for(timeout=60_000)
     wait_idle(stranger)

@@ -97,7 +97,8 @@ def browser_lines(results: dict) -> list[tuple[str, str, str]]:
 
 def pages_lines(results: dict) -> list[tuple[str, str, str]]:
     return [(f"page rerun after a head change: {row['page']}", f"{row['ratio']:.2f}x",
-             f"vs the trivial page; goal <= {results['target']:g}: {'met' if row['meets_target'] else 'NOT met'}")
+             f"vs the trivial page ({row['app_s']:.2f} s); {row['goal']}: "
+             f"{'met' if row['meets_target'] else 'NOT met'}")
             for row in results.get("pages", [])]
 
 
