@@ -36,15 +36,18 @@ def server(tmp_path_factory):
 
 
 def click(page, selector: str, until: str) -> None:
-    """Click a button the polling fragment redraws every few seconds, retrying when it was replaced mid-click, until
-    the text `until` (what the click brings) shows: a click can land although Playwright, seeing the button
-    replaced, timed out; clicking again would find no button (Stop gone once the run stopped)."""
-    for _ in range(10):
+    """Click a button of the panel the page polls every few seconds until the text `until` (what the click brings)
+    shows. The button is redrawn at every poll: a click can land although Playwright, seeing it replaced, timed
+    out (then there may be no button left to click), or, on a busy machine, have no effect (1 run in 8 here: the
+    reloaded owner's tab kept training for a minute after a click on Stop that Playwright saw land): so look for
+    the effect, not the click, and click again, as a student would, while it does not show."""
+    for _ in range(8):
         if page.get_by_text(until).count():
             return
         try:
             page.locator(selector).click(timeout=5_000)
-            break
+            page.get_by_text(until).first.wait_for(timeout=15_000)
+            return
         except PlaywrightTimeout:
             continue
     page.get_by_text(until).first.wait_for(timeout=60_000)
