@@ -100,3 +100,22 @@ def test_every_bundled_model_shows_its_held_out_quality():
         figures = card.metrics["headline"]
         assert quality(card) and all(f"{value:.0%}" in quality(card) for key, value in figures.items()
                                      if key not in ("ppl",)), card.name
+
+
+def test_the_model_list_is_read_once_and_again_when_a_card_changes(tmp_path, monkeypatch):
+    """list_cards keeps the cards it read (every page lists them at every run) while no card file changes."""
+    from core import registry
+    from core.checkpoint import ModelCard, read_card
+    from core.config import ModelConfig
+
+    config = ModelConfig(d_model=8, n_heads=2, n_layers=1, d_mlp=16, max_len=8, vocab_size=10)
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(ModelCard(name, "reversal", config, "first").to_dict()))
+    reads = []
+    monkeypatch.setattr(registry, "read_card", lambda path: reads.append(path.name) or read_card(path))
+    assert [card.description for card in registry.list_cards(tmp_path)] == ["first", "first"] and len(reads) == 2
+    assert [card.name for card in registry.list_cards(tmp_path)] == ["a", "b"] and len(reads) == 2  # kept
+    (tmp_path / "b.json").write_text(json.dumps(ModelCard("b", "reversal", config, "second, longer").to_dict()))
+    assert [card.description for card in registry.list_cards(tmp_path)] == ["first", "second, longer"]
+    (tmp_path / "a.json").unlink()
+    assert [card.name for card in registry.list_cards(tmp_path)] == ["b"]
