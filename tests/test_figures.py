@@ -5,6 +5,7 @@ import json
 import time
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, head_lines, head_view_tokens, png_config,
@@ -45,6 +46,7 @@ LINE_TOKENS = ["[BOS]", "the", "keys", "to", "the", "table"]
 @pytest.mark.parametrize("heads", [[0], [0, 2], [2, 1, 0]])
 def test_head_lines_has_one_trace_per_selected_head_in_its_colour(heads):
     fig = head_lines(layer_patterns(), LINE_TOKENS, heads)
+    go.Figure(fig.to_dict())  # built unvalidated (lean_figure): raises on anything plotly would not accept
     assert len(fig.data) == len(heads)
     assert [t.name for t in fig.data] == [f"H{h}" for h in heads]
     assert [t.fillcolor for t in fig.data] == [HEAD_COLORS[h] for h in heads]
