@@ -42,10 +42,8 @@ def list_cards(directory: Path = MODELS_DIR) -> list[ModelCard]:
     loss curve and held-out figures: reading all of them cost every page's run about 35 ms); callers must not
     change the cards."""
     paths = sorted(directory.glob("*.json"))
-    try:
-        stamp = tuple((path.name, path.stat().st_mtime_ns, path.stat().st_size) for path in paths)
-    except OSError:  # a card removed meanwhile: read what is there now
-        return [read_card(path) for path in sorted(directory.glob("*.json"))]
+    stats = [path.stat() for path in paths]
+    stamp = tuple((path.name, stat.st_mtime_ns, stat.st_size) for path, stat in zip(paths, stats))
     with _cards_lock:
         cached = _bundled.get(directory)
         if cached is not None and cached[0] == stamp:

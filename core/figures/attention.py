@@ -11,7 +11,6 @@ colour that could be mistaken for a small weight.
 from __future__ import annotations
 
 import functools
-
 import html
 import unicodedata
 from collections.abc import Sequence
@@ -204,8 +203,13 @@ def _block_mean(matrices: np.ndarray, block: int) -> np.ndarray:
     if size != n:  # zeros past the edge, left out of the edge blocks' counts below
         matrices = np.pad(matrices, [(0, 0)] * (matrices.ndim - 2) + [(0, size - n), (0, size - n)])
     total = matrices.reshape(*matrices.shape[:-2], size // block, block, size // block, block).sum(axis=(-3, -1))
-    per_axis = np.minimum(block, n - np.arange(0, n, block))  # cells of each block along one axis
+    per_axis = _block_sizes(n, block)
     return total / np.outer(per_axis, per_axis)
+
+
+def _block_sizes(n: int, block: int) -> np.ndarray:
+    """The cells of each block along one axis of n cells: `block`, fewer in the last one."""
+    return np.minimum(block, n - np.arange(0, n, block))
 
 
 def _block_share(matrices: np.ndarray, block: int, key_axis: int) -> np.ndarray:
@@ -213,8 +217,7 @@ def _block_share(matrices: np.ndarray, block: int, key_axis: int) -> np.ndarray:
     them, averaged over its queries (the block's mean times its number of keys, along `key_axis`, -1 or -2)."""
     if block == 1:
         return matrices
-    n = matrices.shape[-1]
-    keys = np.minimum(block, n - np.arange(0, n, block)).astype(np.float64)  # keys a block (fewer at the edge)
+    keys = _block_sizes(matrices.shape[-1], block)
     return _block_mean(matrices, block) * (keys if key_axis == -1 else keys[:, None])
 
 
