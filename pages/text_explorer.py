@@ -26,10 +26,11 @@ import streamlit as st  # noqa: E402
 from streamlit.errors import StreamlitAPIException  # noqa: E402
 
 from core.analysis import QKBreakdown, head_summaries, qk_breakdown, rollout  # noqa: E402
-from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, MIN_LINE_WEIGHT, head_lines,  # noqa: E402
+from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, MIN_LINE_WEIGHT,  # noqa: E402
                                     head_view_tokens, oriented, plain_token_labels, png_config, qk_products_bar,
                                     softmax_row_bar, token_labels, weight_outside)
-from core.figures.canvas import difference_heatmap_spec, head_heatmap_spec, overview_spec, rollout_spec  # noqa: E402
+from core.figures.canvas import (difference_heatmap_spec, head_heatmap_spec, head_view_spec, overview_spec,  # noqa: E402
+                                 rollout_spec)
 from core.recording import Recording  # noqa: E402
 from pages._common import (APPLY_LABELS, BIND, DEFAULT_TEXT, MASK_CHOICES, OWN, Setting,  # noqa: E402
                            ablation_encodings, any_text_model_picker, chosen_setting, get_recording, is_pretrained,
@@ -429,8 +430,9 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
         swatches = " ".join(f"<span style='color:{HEAD_COLORS[x % len(HEAD_COLORS)]}'>■ H{x}</span>" for x in heads)
         st.markdown(f"Each band joins a query to a key it reads; **its thickness is the weight** (weights under "
                     f"{MIN_LINE_WEIGHT} are left out). Here: {side}. {swatches}", unsafe_allow_html=True)
-        st.caption("Click a head in the legend to hide it, double-click to show it alone; hover a band's end for "
-                   "its weight." + (" Showing B, the chosen setting." if compared else ""))
+        st.caption("Hover a band for its weight; click a band or a query's label to show that query's bands alone "
+                   "(click again for all). Click a head in the key above the bands to hide it, double-click to show "
+                   "it alone." + (" Showing B, the chosen setting." if compared else ""))
         if len(shown) < n:
             outside = weight_outside(recording.pattern(layer), heads, shown)
             st.caption(f"**A window of the text:** [BOS] and tokens {shown[1]}–{shown[-1]} of {n - 1}; hundreds of "
@@ -441,10 +443,18 @@ def lines_section(recording: Recording, notation: str, compared: bool = False) -
         if not heads:
             st.info("Pick at least one head.", icon="ℹ️")
             return
-        plotly_chart(head_lines(recording.pattern(layer), tokens, heads, unknown=unknown, query=token,
-                                notation=notation, layer=layer, shown=shown),
-                     key="lines_chart",
-                     config=png_config(f"{model_name(recording)}_head_view_L{layer}_{notation}"))
+        heatmap(head_view_spec(recording.pattern(layer), tokens, heads, unknown=unknown, query=token,
+                               notation=notation, layer=layer, shown=shown),
+                key="lines_chart", filename=f"{model_name(recording)}_head_view_L{layer}_{notation}",
+                on_cell=_isolate_query)
+
+
+def _isolate_query(cell: dict | None) -> None:
+    """Callback: a click on a band or a query's label in the head view shows that query's bands alone; on the query
+    already alone, every query's again."""
+    if cell and cell.get("query") is not None:
+        query = int(cell["query"])
+        st.session_state["lines_token"] = None if st.session_state.get("lines_token") == query else query
 
 
 @st.fragment

@@ -361,15 +361,15 @@ def test_score_breakdown_without_rope_and_with_alibi(app):
 def test_head_view_heads_and_token(app):
     open_view(app, "Head view")
     assert app.multiselect(key="lines_heads").value == [0, 1]
-    assert [t["name"] for t in chart_spec(app, "lines_chart")["data"]] == ["H0", "H1"]
+    assert [h["name"] for h in heatmap_spec(app, "lines_chart")["heads"]] == ["H0", "H1"]
     app.multiselect(key="lines_heads").set_value([1]).run()
     assert_ok(app)
-    assert [t["name"] for t in chart_spec(app, "lines_chart")["data"]] == ["H1"]
+    assert [h["name"] for h in heatmap_spec(app, "lines_chart")["heads"]] == ["H1"]
     app.selectbox(key="lines_token").select(4).run()
     app.radio(key="lines_layer").set_value(1).run()
     assert_ok(app)
-    spec = chart_spec(app, "lines_chart")
-    assert "layer 1" in spec["layout"]["title"]["text"] and "<b>" in spec["layout"]["yaxis"]["ticktext"][4]
+    spec = heatmap_spec(app, "lines_chart")
+    assert spec["title"].startswith("layer 1") and spec["marked"] == 4 and set(spec["arrays"]["band"][:, 0]) == {4}
     app.multiselect(key="lines_heads").set_value([]).run()
     assert not app.exception and not app.error and charts(app) == 0
     assert "Pick at least one head" in " ".join(i.value for i in app.info)
@@ -379,13 +379,13 @@ def test_head_view_of_a_long_text_draws_a_window_and_says_so(app):
     app.text_area(key="text").input("the dog runs . " * 14).run()  # 57 tokens with [BOS]: past the window
     open_view(app, "Head view")
     assert_ok(app)
-    ticks = chart_spec(app, "lines_chart")["layout"]["yaxis"]["ticktext"]
-    assert len(ticks) == 1 + HEAD_VIEW_TOKENS and ticks[0].startswith("0:") and ticks[1].startswith("1:")
+    labels = heatmap_spec(app, "lines_chart")["labels"]
+    assert len(labels) == 1 + HEAD_VIEW_TOKENS and labels[0].startswith("0:") and labels[1].startswith("1:")
     assert "A window of the text" in " ".join(c.value for c in app.caption)
     app.slider(key="lines_from").set_value(9).run()
     assert_ok(app)
-    ticks = chart_spec(app, "lines_chart")["layout"]["yaxis"]["ticktext"]
-    assert ticks[1].startswith("9:") and ticks[-1].startswith(f"{8 + HEAD_VIEW_TOKENS}:")
+    labels = heatmap_spec(app, "lines_chart")["labels"]
+    assert labels[1].startswith("9:") and labels[-1].startswith(f"{8 + HEAD_VIEW_TOKENS}:")
     app.text_area(key="text").input("the dog runs .").run()
     assert_ok(app)
     assert not [s for s in app.slider if s.key == "lines_from"]  # a short text is drawn whole

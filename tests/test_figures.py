@@ -1,5 +1,5 @@
-"""Unit tests of core/figures/attention.py: labels, the head view, the rollout, the score breakdown, the toolbar
-(the heatmaps are the canvas chart's: tests/test_canvas.py)."""
+"""Unit tests of core/figures/attention.py: labels, the head view (drawn on the canvas chart: head_view_spec), the
+rollout, the score breakdown, the toolbar (the heatmaps are the canvas chart's: tests/test_canvas.py)."""
 
 import json
 import time
@@ -8,8 +8,10 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, head_lines, head_view_tokens, png_config,
-                                    qk_products_bar, softmax_row_bar, token_label, token_labels, weight_outside)
+from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, head_view_tokens, png_config, qk_products_bar,
+                                    plain_token_labels, softmax_row_bar, token_label, token_labels,
+                                    weight_outside)
+from core.figures.canvas import head_view_spec, pack, unpack
 
 def test_token_labels_mark_unknown_and_make_odd_characters_visible_and_safe():
     assert token_labels(["the", "zzq"], [False, True]) == ["the", "⟨zzq⟩?"]
@@ -33,61 +35,62 @@ def layer_patterns(h: int = 3, n: int = 6, seed: int = 2) -> np.ndarray:
     return weights / weights.sum(axis=-1, keepdims=True)
 
 
-def bands(trace) -> int:
-    """Number of quadrilaterals in a head-view trace (5 points each: 4 corners and a NaN gap)."""
-    y = np.asarray(trace.y)
-    assert len(y) % 5 == 0 and np.isnan(y[4::5]).all()
-    return len(y) // 5
-
-
 LINE_TOKENS = ["[BOS]", "the", "keys", "to", "the", "table"]
 
 
+def head_view(*args, **options) -> dict:
+    """The head view's spec as the browser reads it (packed and unpacked)."""
+    return unpack(pack(head_view_spec(*args, **options)))
+
+
+def bands_of(spec: dict, position: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ends [B, 4], band [B, 3]: query, key, weight) of the bands of the `position`-th head in spec["heads"]."""
+    chosen = spec["arrays"]["head"] == position
+    return spec["arrays"]["ends"][chosen].astype(np.float64), spec["arrays"]["band"][chosen].astype(np.float64)
+
+
 @pytest.mark.parametrize("heads", [[0], [0, 2], [2, 1, 0]])
-def test_head_lines_has_one_trace_per_selected_head_in_its_colour(heads):
-    fig = head_lines(layer_patterns(), LINE_TOKENS, heads)
-    go.Figure(fig.to_dict())  # built unvalidated (lean_figure): raises on anything plotly would not accept
-    assert len(fig.data) == len(heads)
-    assert [t.name for t in fig.data] == [f"H{h}" for h in heads]
-    assert [t.fillcolor for t in fig.data] == [HEAD_COLORS[h] for h in heads]
+def test_head_view_has_the_selected_heads_in_their_colours(heads):
+    spec = head_view(layer_patterns(), LINE_TOKENS, heads)
+    assert [h["name"] for h in spec["heads"]] == [f"H{h}" for h in heads]
+    assert [h["color"] for h in spec["heads"]] == [HEAD_COLORS[h] for h in heads]
+    assert set(spec["arrays"]["head"]) == set(range(len(heads)))
     assert len(set(HEAD_COLORS)) == len(HEAD_COLORS)
 
 
-def test_head_lines_drops_weights_below_the_threshold_and_keeps_the_rest():
+def test_head_view_drops_weights_below_the_threshold_and_keeps_the_exact_rest():
     patterns = layer_patterns()
-    fig = head_lines(patterns, LINE_TOKENS, [0, 1, 2])
-    for h, trace in enumerate(fig.data):
+    spec = head_view(patterns, LINE_TOKENS, [0, 1, 2])
+    for h in range(3):
+        _, band = bands_of(spec, h)
         kept = int((patterns[h] >= 0.01).sum())
         assert kept < int((patterns[h] > 0).sum())  # the fixture has small weights to drop
-        assert bands(trace) == kept
-        custom = np.asarray(trace.customdata)
-        assert custom.dtype == np.int16 and custom[:, 2].min() >= 1  # weights in %, all >= 1 %
-        query, key = custom[0::5, 0], custom[0::5, 1]
-        np.testing.assert_allclose(custom[0::5, 2], np.rint(patterns[h][query, key] * 100))
-    assert len(head_lines(patterns, LINE_TOKENS, [0], min_weight=0.0).data[0].y) // 5 == 21  # all 6*7/2 causal
+        assert len(band) == kept and band[:, 2].min() >= 0.01
+        query, key = band[:, 0].astype(int), band[:, 1].astype(int)
+        np.testing.assert_array_equal(band[:, 2], patterns[h][query, key].astype(np.float32))  # the recorded weight
+    assert len(head_view(patterns, LINE_TOKENS, [0], min_weight=0.0)["arrays"]["head"]) == 21  # all 6*7/2 causal
 
 
-def test_head_lines_thickness_is_the_weight_and_a_querys_bands_do_not_overlap():
+def test_head_view_thickness_is_the_weight_and_a_querys_bands_do_not_overlap():
     patterns = layer_patterns(h=2)
-    trace = head_lines(patterns, LINE_TOKENS, [0, 1]).data[1]
-    y = np.asarray(trace.y, dtype=np.float64).reshape(-1, 5)
-    custom = np.asarray(trace.customdata).reshape(-1, 5, 3)[:, 0]
+    ends, band = bands_of(head_view(patterns, LINE_TOKENS, [0, 1]), 1)
     lane = 0.84 / 2
-    weights = patterns[1][custom[:, 0], custom[:, 1]]
-    np.testing.assert_allclose(y[:, 1] - y[:, 0], weights * lane, atol=2e-3)  # query end
-    np.testing.assert_allclose(y[:, 2] - y[:, 3], weights * lane, atol=2e-3)  # key end
-    for query in np.unique(custom[:, 0]):
-        ends = y[custom[:, 0] == query][:, :2]
-        assert (ends[1:, 0] >= ends[:-1, 1] - 1e-3).all()  # stacked, not overlapping
+    np.testing.assert_allclose(ends[:, 1] - ends[:, 0], band[:, 2] * lane, atol=1e-5)  # query end
+    np.testing.assert_allclose(ends[:, 3] - ends[:, 2], band[:, 2] * lane, atol=1e-5)  # key end
+    np.testing.assert_allclose((ends[:, 2] + ends[:, 3]) / 2 - band[:, 1], -0.42 + lane * 1.5, atol=1e-5)  # its lane
+    for query in np.unique(band[:, 0]):
+        mine = ends[band[:, 0] == query][:, :2]
+        assert (mine[1:, 0] >= mine[:-1, 1] - 1e-5).all()  # stacked, not overlapping
+        assert mine[0, 0] >= query - 0.42 - 1e-5 and mine[-1, 1] <= query + 0.42 + 1e-5  # inside the query's row
 
 
-def test_head_lines_isolates_one_query_and_marks_it():
+def test_head_view_isolates_one_query_and_marks_it():
     patterns = layer_patterns()
-    fig = head_lines(patterns, LINE_TOKENS, [0, 1], query=4)
-    for h, trace in enumerate(fig.data):
-        custom = np.asarray(trace.customdata)
-        assert (custom[:, 0] == 4).all() and bands(trace) == int((patterns[h][4] >= 0.01).sum())
-    assert "<b>" in fig.layout.yaxis.ticktext[4] and "<b>" not in fig.layout.yaxis.ticktext[3]
+    spec = head_view(patterns, LINE_TOKENS, [0, 1], query=4)
+    for h in range(2):
+        _, band = bands_of(spec, h)
+        assert (band[:, 0] == 4).all() and len(band) == int((patterns[h][4] >= 0.01).sum())
+    assert spec["marked"] == 4 and head_view(patterns, LINE_TOKENS, [0])["marked"] is None
 
 
 def test_a_long_text_draws_a_window_quickly_with_each_band_named_by_its_own_tokens():
@@ -97,47 +100,51 @@ def test_a_long_text_draws_a_window_quickly_with_each_band_named_by_its_own_toke
     shown = head_view_tokens(n, start=200)
     assert shown == [0, *range(200, 200 + HEAD_VIEW_TOKENS)]
     started = time.perf_counter()
-    fig = head_lines(patterns, tokens, [0, 1, 2, 3], shown=shown)
+    spec = head_view(patterns, tokens, [0, 1, 2, 3], shown=shown, query=230)
     assert time.perf_counter() - started < 0.5
-    assert fig.layout.height < 1200 and len(fig.layout.yaxis.ticktext) == len(shown)
-    assert fig.layout.yaxis.ticktext[1] == "200: w200"
+    assert spec["tokens"] == shown and spec["labels"][1] == "200: w200" and len(spec["labels"]) == len(shown)
+    assert spec["marked"] == shown.index(230)
     index = np.array(shown)
-    for h, trace in enumerate(fig.data):
-        custom = np.asarray(trace.customdata)[::5]  # query, key, weight % of each band, by the tokens' own index
-        assert set(custom[:, 0]) <= set(shown) and set(custom[:, 1]) <= set(shown)
-        drawn = patterns[h][np.ix_(index, index)]
-        assert bands(trace) == int((drawn >= 0.01).sum())
-        np.testing.assert_array_equal(custom[:, 2], np.rint(patterns[h][custom[:, 0], custom[:, 1]] * 100))
+    for h in range(4):
+        _, band = bands_of(spec, h)
+        query, key = band[:, 0].astype(int), band[:, 1].astype(int)  # by the tokens' own index
+        assert set(query) == {230} and set(key) <= set(shown)
+        assert len(band) == int((patterns[h][230, index] >= 0.01).sum())
+        np.testing.assert_array_equal(band[:, 2], patterns[h][query, key].astype(np.float32))
     expected = 1 - np.mean([patterns[h][np.ix_(index, index)].sum(-1).mean() for h in range(4)])
     assert weight_outside(patterns, [0, 1, 2, 3], shown) == pytest.approx(expected)
     assert head_view_tokens(n, start=1, query=300)[1:] == list(range(276, 276 + HEAD_VIEW_TOKENS))  # follows it
     assert head_view_tokens(n, start=n) == [0, *range(n - HEAD_VIEW_TOKENS, n)]  # clamped to the text
     assert head_view_tokens(30, start=9) == list(range(30))  # a short text is drawn whole
     with pytest.raises(ValueError, match="shown"):
-        head_lines(patterns, tokens, [0], query=5, shown=shown)
+        head_view_spec(patterns, tokens, [0], query=5, shown=shown)
 
 
-def test_head_lines_sides_follow_the_notation_and_input_is_checked():
+def test_head_view_sides_follow_the_notation_and_input_is_checked():
     patterns = layer_patterns()
-    common, paper = head_lines(patterns, LINE_TOKENS, [0]), head_lines(patterns, LINE_TOKENS, [0], notation="paper")
-    assert np.asarray(common.data[0].x)[0] == 0 and np.asarray(paper.data[0].x)[0] == 1  # query end's side
-    assert "query" in common.layout.title.text.split("⟶")[0] and "key" in paper.layout.title.text.split("⟶")[0]
-    assert [a.text for a in common.layout.annotations] == [f"{i}: {t}" for i, t in enumerate(LINE_TOKENS)]
-    assert len(head_lines(patterns, LINE_TOKENS, []).data) == 0
-    for bad in (dict(heads=[3]), dict(heads=[0], query=6)):
+    common = head_view(patterns, LINE_TOKENS, [0], layer=2)
+    paper = head_view(patterns, LINE_TOKENS, [0], notation="paper")
+    assert common["query_side"] == "left" and paper["query_side"] == "right"
+    assert common["title"].startswith("layer 2 · ") and "query" in common["title"].split("⟶")[0]
+    assert "key" in paper["title"].split("⟶")[0]
+    assert common["labels"] == [f"{i}: {t}" for i, t in enumerate(LINE_TOKENS)]
+    assert head_view(layer_patterns(n=2), ["<b>", "a\u202e"], [0])["labels"] == [
+        "0: <b>", "1: " + plain_token_labels(["a\u202e"])[0]]  # drawn as text, never as markup
+    assert "\u202e" not in plain_token_labels(["a\u202e"])[0]  # a bidi override made visible
+    empty = head_view(patterns, LINE_TOKENS, [])
+    assert empty["heads"] == [] and empty["arrays"]["ends"].shape == (0, 4)
+    for bad in (dict(heads=[3]), dict(heads=[0], query=6), dict(heads=[0], notation="maths")):
         with pytest.raises(ValueError):
-            head_lines(patterns, LINE_TOKENS, **bad)
+            head_view_spec(patterns, LINE_TOKENS, **bad)
     with pytest.raises(ValueError):
-        head_lines(patterns[0], LINE_TOKENS, [0])
+        head_view_spec(patterns[0], LINE_TOKENS, [0])
 
 
-def test_head_lines_is_sent_compactly():
+def test_head_view_is_sent_compactly():
     n = 100
     patterns = layer_patterns(h=4, n=n)
-    fig = head_lines(patterns, [f"t{i}" for i in range(n)], [0, 1, 2, 3])
-    text = fig.to_json()
-    assert text.count("bdata") == 12  # x, y, customdata of each head as binary arrays
-    assert len(text) < 90 * sum(int((p >= 0.01).sum()) for p in patterns) + 40_000
+    kept = sum(int((p >= 0.01).sum()) for p in patterns)
+    assert len(pack(head_view_spec(patterns, [f"t{i}" for i in range(n)], [0, 1, 2, 3]))) < 29 * kept + 4_000
 
 
 def test_the_rollout_chart_rows_sum_to_one_and_transposes_in_paper_notation():

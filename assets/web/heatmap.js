@@ -1,6 +1,7 @@
 // The app's canvas heatmap (pages/_heatmap.py mounts it; core/figures/canvas.py builds and packs what it shows).
 // One pixel per cell, scaled up without smoothing; tick labels, axis titles and a colour bar drawn around it; a
 // hover box with the exact recorded numbers; a PNG button. A new payload redraws the same canvas in place.
+// A spec of kind "lines" is the head view instead: bands from queries to keys, one colour per head, a legend.
 
 const GAP = 6;
 
@@ -19,7 +20,7 @@ function readPayload(bytes) {
     offset += padded(count * (entry.dtype === "float32" ? 4 : 1));
   }
   spec.data = arrays;
-  [spec.rows, spec.cols] = spec.arrays.find(entry => entry.name === spec.color).shape;
+  if (spec.color) [spec.rows, spec.cols] = spec.arrays.find(entry => entry.name === spec.color).shape;
   return spec;
 }
 
@@ -296,6 +297,7 @@ function drawTiles(ctx, tiles, box, colors) { // gaps in the page's colour betwe
 }
 
 function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` device pixels per CSS pixel
+  if (spec.kind === "lines") return drawLines(canvas, spec, width, ratio, colors);
   const scale = spec.font_scale || 1;
   const ctx = canvas.getContext("2d");
   // larger type (presenter mode) makes the chart taller, never its cells smaller: they keep the room they have at scale 1
@@ -320,6 +322,147 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   drawAxes(ctx, spec, box, colors);
   drawColorbar(ctx, spec, box, colors);
   return box;
+}
+
+// ---- The head view: tokens in two columns, a band from a query to each key it reads (core.figures.canvas.head_view_spec)
+
+const BAND_ALPHA = 0.7;
+
+function linesLayout(spec, ctx, width, colors) {
+  const scale = spec.font_scale || 1, tick = spec.tick_font * scale, font = 12 * scale;
+  ctx.font = `bold ${tick}px ${colors.font}`; // bold: the marked query's label is the widest a label can be
+  const widest = Math.max(0, ...spec.labels.map(text => ctx.measureText(`▶ ${text}`).width));
+  const left = widest + 2 * GAP, right = widest + 2 * GAP;
+  const titleRow = spec.title ? 22 * scale : 0, legendRow = 26 * scale;
+  const top = titleRow + legendRow + 8 * scale, rowHeight = spec.row_px * scale, n = spec.labels.length;
+  const xLeft = Math.min(left, width / 3), xRight = Math.max(width - right, 2 * width / 3);
+  return {scale, tick, font, titleRow, legendRow, top, rowHeight, xLeft, xRight, width,
+          height: Math.ceil(top + n * rowHeight + 10 * scale),
+          xQuery: spec.query_side === "left" ? xLeft : xRight, xKey: spec.query_side === "left" ? xRight : xLeft};
+}
+
+function drawLegend(ctx, spec, box, colors) { // "head ■ H0 ■ H1 …", centred; hidden heads faded. Returns hit boxes
+  const {font, titleRow, legendRow, width} = box, size = 12 * box.scale, y = titleRow + legendRow / 2;
+  ctx.font = `${font}px ${colors.font}`;
+  ctx.textBaseline = "middle";
+  ctx.textAlign = "left";
+  const items = spec.heads.map(head => ({head, width: size + 4 + ctx.measureText(head.name).width}));
+  const title = ctx.measureText("head").width;
+  let x = (width - (title + 12 + items.reduce((sum, item) => sum + item.width + 12, 0))) / 2;
+  ctx.fillStyle = colors.text;
+  ctx.fillText("head", x, y);
+  x += title + 12;
+  return items.map(({head, width: itemWidth}, index) => {
+    ctx.globalAlpha = spec.hidden && spec.hidden.has(head.name) ? 0.3 : 1;
+    ctx.fillStyle = head.color;
+    ctx.fillRect(x, y - size / 2, size, size);
+    ctx.fillStyle = colors.text;
+    ctx.fillText(head.name, x + size + 4, y);
+    ctx.globalAlpha = 1;
+    const hit = {index, name: head.name, x0: x - 2, x1: x + itemWidth + 2, y0: y - size, y1: y + size};
+    x += itemWidth + 12;
+    return hit;
+  });
+}
+
+function rowY(box, value) { return box.top + (value + 0.5) * box.rowHeight; } // row i's centre is `value` i
+
+function drawBands(ctx, spec, box) { // one path a head, filled in its colour: overlapping bands of a head merge
+  const {ends, head} = spec.data, {xQuery, xKey} = box;
+  ctx.globalAlpha = BAND_ALPHA;
+  spec.heads.forEach((entry, index) => {
+    if (spec.hidden && spec.hidden.has(entry.name)) return;
+    ctx.fillStyle = entry.color;
+    ctx.beginPath();
+    for (let b = 0; b < head.length; b++) {
+      if (head[b] !== index) continue;
+      const e = 4 * b;
+      ctx.moveTo(xQuery, rowY(box, ends[e]));
+      ctx.lineTo(xQuery, rowY(box, ends[e + 1]));
+      ctx.lineTo(xKey, rowY(box, ends[e + 3]));
+      ctx.lineTo(xKey, rowY(box, ends[e + 2]));
+      ctx.closePath();
+    }
+    ctx.fill();
+  });
+  ctx.globalAlpha = 1;
+}
+
+function drawLines(canvas, spec, width, ratio, colors) {
+  const ctx = canvas.getContext("2d"), box = linesLayout(spec, ctx, width, colors);
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(box.height * ratio);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${box.height}px`;
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.fillStyle = colors.background;
+  ctx.fillRect(0, 0, width, box.height);
+  drawTitle(ctx, spec, {font: box.font, width}, colors);
+  box.legend = drawLegend(ctx, spec, box, colors);
+  drawBands(ctx, spec, box);
+  ctx.fillStyle = colors.text;
+  ctx.textBaseline = "middle";
+  spec.labels.forEach((label, row) => {
+    const y = rowY(box, row);
+    for (const side of ["left", "right"]) {
+      const marked = row === spec.marked && side === spec.query_side;
+      ctx.font = `${marked ? "bold " : ""}${box.tick}px ${colors.font}`;
+      ctx.textAlign = side === "left" ? "right" : "left";
+      ctx.fillText(marked ? `▶ ${label}` : label, side === "left" ? box.xLeft - GAP : box.xRight + GAP, y);
+    }
+  });
+  return box;
+}
+
+function legendAt(state, x, y) {
+  return (state.box.legend || []).find(item => x >= item.x0 && x <= item.x1 && y >= item.y0 && y <= item.y1);
+}
+
+function bandAt(state, x, y) { // the band drawn last (on top) under the point, of a shown head: its index, or -1
+  const {spec, box} = state, {ends, head} = spec.data;
+  const t = (x - box.xQuery) / (box.xKey - box.xQuery); // 0 at the query end, 1 at the key end
+  if (!(t >= 0 && t <= 1)) return -1;
+  const value = (y - box.top) / box.rowHeight - 0.5;
+  for (let b = head.length - 1; b >= 0; b--) {
+    if (spec.hidden && spec.hidden.has(spec.heads[head[b]].name)) continue;
+    const e = 4 * b, upper = ends[e] + t * (ends[e + 2] - ends[e]), lower = ends[e + 1] + t * (ends[e + 3] - ends[e + 1]);
+    if (value >= upper && value <= lower) return b;
+  }
+  return -1;
+}
+
+function queryLabelAt(state, x, y) { // the shown row whose label on the query side is under the point, or -1
+  const {spec, box} = state;
+  const onQuerySide = spec.query_side === "left" ? x < box.xLeft : x > box.xRight;
+  const row = Math.floor((y - box.top) / box.rowHeight);
+  return onQuerySide && row >= 0 && row < spec.labels.length ? row : -1;
+}
+
+function linesHover(state, x, y) {
+  const {spec} = state;
+  if (legendAt(state, x, y)) return "click: hide or show this head\ndouble-click: this head alone";
+  const b = bandAt(state, x, y);
+  if (b < 0) return null;
+  const [query, key, weight] = spec.data.band.subarray(3 * b, 3 * b + 3);
+  const label = index => spec.labels[spec.tokens.indexOf(index)];
+  return [spec.heads[spec.data.head[b]].name, `query ${label(query)} → key ${label(key)}`,
+          `weight ${formatNumber(weight, 4)}`, "click: this query's bands alone"].join("\n");
+}
+
+function linesClick(state, x, y, double) {
+  const item = legendAt(state, x, y), {spec} = state;
+  if (item) { // as plotly's legend: a click hides or shows a head, a double-click shows it alone (or all again)
+    const names = spec.heads.map(head => head.name), hidden = state.hidden;
+    if (!double) hidden.has(item.name) ? hidden.delete(item.name) : hidden.add(item.name);
+    else if (names.every(name => name === item.name || hidden.has(name))) hidden.clear();
+    else names.forEach(name => name === item.name ? hidden.delete(name) : hidden.add(name));
+    render(state);
+    return;
+  }
+  if (double) return;
+  const b = bandAt(state, x, y), row = queryLabelAt(state, x, y);
+  const query = b >= 0 ? spec.data.band[3 * b] : row >= 0 ? spec.tokens[row] : null;
+  if (query !== null) state.setTriggerValue("cell", {query});
 }
 
 function cellAt(state, event) {
@@ -351,10 +494,17 @@ function hoverText(spec, r, c) {
   return lines.join("\n");
 }
 
+function canvasPoint(state, event) { // [x, y] in CSS pixels from the canvas' top left
+  const bounds = state.canvas.getBoundingClientRect();
+  return [event.clientX - bounds.left, event.clientY - bounds.top];
+}
+
 function showHover(state, event) {
-  const cell = cellAt(state, event), tip = state.tip;
-  if (!cell) { tip.hidden = true; return; }
-  tip.textContent = hoverText(state.spec, ...cell);
+  const tip = state.tip, lines = state.spec.kind === "lines";
+  const cell = lines ? null : cellAt(state, event);
+  const text = lines ? linesHover(state, ...canvasPoint(state, event)) : cell && hoverText(state.spec, ...cell);
+  if (!text) { tip.hidden = true; return; }
+  tip.textContent = text;
   tip.hidden = false;
   const bounds = state.root.getBoundingClientRect();
   let x = event.clientX - bounds.left + 14, y = event.clientY - bounds.top + 14;
@@ -413,11 +563,15 @@ function build(parent) {
   tip.hidden = true;
   root.append(button, canvas, tip);
   parent.appendChild(root);
-  const state = {root, canvas, tip, width: 0};
+  const state = {root, canvas, tip, width: 0, hidden: new Set()}; // hidden: the head view's heads hidden by its legend
   button.addEventListener("click", () => savePng(state));
   canvas.addEventListener("mousemove", event => showHover(state, event));
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
+  canvas.addEventListener("dblclick", event => {
+    if (state.spec.kind === "lines") linesClick(state, ...canvasPoint(state, event), true);
+  });
   canvas.addEventListener("click", event => {
+    if (state.spec.kind === "lines") { linesClick(state, ...canvasPoint(state, event), false); return; }
     const cell = cellAt(state, event), spec = state.spec;
     if (!cell) return;
     if (spec.tiles) { // the head whose tile was clicked, and the cell within it
@@ -436,12 +590,16 @@ function build(parent) {
 
 function render(state) {
   state.width = state.root.clientWidth || 600;
+  state.spec.hidden = state.hidden;
   state.box = draw(state.canvas, state.spec, state.width, window.devicePixelRatio || 1, theme(state.root));
   const {spec, box} = state;
-  state.canvas.setAttribute("aria-label", `${spec.title || spec.colorbar_title}, ${spec.rows} × ${spec.cols} ` +
-                            `heatmap; rows: ${spec.y_title}; columns: ${spec.x_title}`);
+  state.canvas.setAttribute("aria-label", spec.kind === "lines"
+    ? `${spec.title}: head view of ${spec.labels.length} tokens, heads ${spec.heads.map(h => h.name).join(", ")}`
+    : `${spec.title || spec.colorbar_title}, ${spec.rows} × ${spec.cols} heatmap; rows: ${spec.y_title}; ` +
+      `columns: ${spec.x_title}`);
   state.root.style.setProperty("--al-scale", String(spec.font_scale || 1)); // the button and hover box, too
-  state.root.dataset.plot = JSON.stringify([box.x0, box.y0, box.cell]); // where the cells are, for tests
+  state.root.dataset.plot = JSON.stringify(spec.kind === "lines" // where the cells (or the bands' ends) are, for tests
+    ? [box.xQuery, box.xKey, box.top, box.rowHeight] : [box.x0, box.y0, box.cell]);
   state.root.dataset.title = spec.title || ""; // what it shows, as plotly's title text is, for tests
   state.root.dataset.drawn = String(Number(state.root.dataset.drawn) + 1); // tells tests and benchmarks it drew
 }
@@ -452,7 +610,7 @@ export default function (component) {
   const state = parentElement.__alHeatmap || (parentElement.__alHeatmap = build(parentElement));
   state.setTriggerValue = setTriggerValue;
   const spec = readPayload(data);
-  spec.image = cellImage(spec);
+  if (spec.kind !== "lines") spec.image = cellImage(spec);
   if (spec.data.backdrop) spec.backdrop = backdropImage(spec);
   state.spec = spec;
   state.tip.hidden = true;

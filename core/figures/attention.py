@@ -272,7 +272,7 @@ def overview_grid(patterns: np.ndarray, notation: str = "common", masked: np.nda
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Head view: lines from each query to the keys it reads (bertviz-like)
+# Head view: which tokens it draws, in which colours (core.figures.canvas.head_view_spec draws it)
 # ---------------------------------------------------------------------------------------------------------
 
 # Okabe & Ito's colour-blind-safe palette, in an order that keeps neighbours apart (yellow, weak on white, last)
@@ -306,99 +306,6 @@ def weight_outside(patterns: np.ndarray, heads: Sequence[int], shown: Sequence[i
 def head_color(head: int) -> str:
     """The colour of head `head` in the head view (the palette repeats after eight heads)."""
     return HEAD_COLORS[head % len(HEAD_COLORS)]
-
-
-def head_lines(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int], *,
-               unknown: Sequence[bool] | None = None, query: int | None = None, notation: str = "common",
-               min_weight: float = MIN_LINE_WEIGHT, layer: int | None = None,
-               shown: Sequence[int] | None = None) -> go.Figure:
-    """The head view: tokens in two columns, a band from query n to key n′ for every weight A[n, n′] of the
-    chosen heads, its thickness proportional to the weight; one colour per head (HEAD_COLORS).
-
-    patterns: one layer's [H, N(query), N(key)]. Bands of weight < `min_weight` are dropped; with `query` set,
-    only that query's bands are drawn; with `shown` (token indices, head_view_tokens), only those tokens' rows
-    and the bands between them, labelled with their own indices. Common notation puts the queries on the left (the token that attends,
-    as bertviz does) and the keys on the right; paper notation puts the keys n′ (the x_{n′} that are mixed) on
-    the left and the queries n (y_n = Σ_{n′} x_{n′} A_{n′,n}) on the right.
-
-    Compact: one filled scatter trace per head, each band a quadrilateral, bands separated by NaN gaps, as
-    binary arrays (x uint8, y float32, hover data int16); hover on a band's corners gives query, key and the
-    weight in per cent. Plain dicts (lean_figure): plotly's validation of the row labels took most of a rerun
-    (0.16 of 0.2 s at 461 tokens)."""
-    _check_notation(notation)
-    patterns = np.asarray(patterns)
-    if patterns.ndim != 3 or patterns.shape[-1] != patterns.shape[-2] or patterns.shape[-1] != len(tokens):
-        raise ValueError(f"patterns must be [H, N, N] with N = len(tokens); got {patterns.shape}, {len(tokens)} tokens")
-    h_count, n, _ = patterns.shape
-    if any(not 0 <= h < h_count for h in heads):
-        raise ValueError(f"heads must be in 0..{h_count - 1}, got {list(heads)}")
-    shown = list(range(n)) if shown is None else [int(i) for i in shown]
-    if not shown or any(not 0 <= i < n for i in shown):
-        raise ValueError(f"shown tokens must be in 0..{n - 1}, got {shown}")
-    if query is not None and query not in shown:
-        raise ValueError(f"query must be one of the shown tokens (0..{n - 1}), got {query}")
-    flags = list(unknown) if unknown is not None else [False] * n
-    labels = token_labels([tokens[i] for i in shown], [flags[i] for i in shown])
-    numbered = numbered_labels(labels, shown)
-    index = np.array(shown)
-    patterns = patterns[:, index][:, :, index]
-    query = None if query is None else shown.index(query)  # its row among the shown ones
-    n = len(shown)
-    query_x, key_x = (0, 1) if notation == "common" else (1, 0)
-    lane = 0.84 / max(len(heads), 1)  # each row is split into one lane per head; weight 1 fills a lane
-    traces = []
-    for j, h in enumerate(heads):
-        pattern = patterns[h]
-        rows, cols = np.nonzero((pattern >= min_weight) & (pattern > 0))  # by query, then key; never masked
-        if query is not None:
-            keep = rows == query
-            rows, cols = rows[keep], cols[keep]
-        w = pattern[rows, cols].astype(np.float64)
-        centre = -0.42 + lane * (j + 0.5)
-        # query end: a query's bands stacked in key order across its lane (its weights sum to at most 1, so
-        # they never overlap); key end: centred on the key's lane
-        before = np.cumsum(w) - w
-        _, first = np.unique(rows, return_index=True)
-        start = before - np.repeat(before[first], np.diff(np.append(first, len(w))))
-        q0 = rows + centre - lane / 2 + start * lane
-        q1 = q0 + w * lane
-        k0, k1 = cols + centre - w * lane / 2, cols + centre + w * lane / 2
-        # a quadrilateral per band, then a gap (y = NaN, so x can be a byte); hover data (query, key, weight
-        # in %) as int16
-        xs = np.tile(np.array([query_x, query_x, key_x, key_x, 0], dtype=np.uint8), len(w))
-        ys = np.stack([q0, q1, k1, k0, np.full(len(w), np.nan)], axis=1)
-        custom = np.repeat(np.stack([index[rows], index[cols], np.rint(w * 100)], axis=1)[:, None, :], 5, axis=1)
-        traces.append(dict(
-            type="scatter", x=xs, y=np.round(ys.reshape(-1), 3).astype(np.float32),
-            customdata=custom.reshape(-1, 3).astype(np.int16), mode="lines", fill="toself",
-            fillcolor=head_color(h), line=dict(width=0, color=head_color(h)), opacity=0.7,
-            hoveron="points", name=f"H{h}", legendgroup=f"H{h}",
-            hovertemplate=(f"H{h}<br>query %{{customdata[0]}} → key %{{customdata[1]}}"
-                           "<br>weight ≈ %{customdata[2]}%<extra></extra>")))
-    row_px = 26 if n <= 32 else 16 if n <= 64 else 12
-    height = int(max(300, row_px * n + 110))
-    marked = [f"<b>▶ {label}</b>" if i == query else label for i, label in enumerate(numbered)]
-    left, right = (marked, numbered) if notation == "common" else (numbered, marked)
-    font_size = _tick_font_size(n) + 1
-    query_title, key_title = "query n (attends)", "key n′ (attended to)"
-    left_title, right_title = (query_title, key_title) if notation == "common" else (key_title, query_title)
-    # The left column is the y axis' tick labels; the right one annotations (an axis with no trace on it is not
-    # drawn, and an extra trace would break "one trace per head")
-    annotations = [dict(x=1.0, y=i, xref="x", yref="y", text=label, showarrow=False, xanchor="left", xshift=6,
-                        font=dict(size=font_size)) for i, label in enumerate(right)]  # set at once: add_annotation one by one is quadratic
-    left_px, right_px = _label_px(left, font_size) + 8, _label_px(right, font_size) + 8
-    return lean_figure(traces, dict(
-        height=height, plot_bgcolor="white", margin=dict(l=left_px, r=right_px, t=70, b=10), hovermode="closest",
-        annotations=annotations,
-        xaxis=dict(range=[-0.01, 1.01], showticklabels=False, showgrid=False, zeroline=False, fixedrange=True),
-        yaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=left, showgrid=False, zeroline=False,
-                   range=[n - 0.5, -0.5], tickfont=dict(size=font_size), fixedrange=True, ticks="",
-                   automargin=False),
-        legend=dict(orientation="h", x=0.5, xanchor="center", y=1.0, yanchor="bottom", title_text="head",
-                    itemclick="toggle"),
-        title=dict(text=(f"layer {layer} · " if layer is not None else "") + f"{left_title}  ⟶  {right_title}",
-                   x=0.5, xanchor="center", y=0.995, yanchor="top", font=dict(size=13)),
-        showlegend=True))
 
 
 # ---------------------------------------------------------------------------------------------------------

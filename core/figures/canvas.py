@@ -1,5 +1,6 @@
 """Heatmaps for the app's canvas chart (assets/web/heatmap.js), the one chart every attention matrix is drawn with:
-one head, two heads' difference, all heads tiled, the rollout. Pure data, no drawing, no Streamlit.
+one head, two heads' difference, all heads tiled, the rollout; and the head view's bands (spec["kind"] "lines").
+Pure data, no drawing, no Streamlit.
 
 A plotly heatmap cost the browser most of a toggle at 512 tokens: Streamlit's chart turns the figure into JSON
 and back twice to theme it and draws it twice. The canvas chart takes the numbers as
@@ -22,8 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, MAX_HATCHED, MAX_TICK_LABELS,
-                                    ROLLOUT_COLORSCALE, WEIGHT_COLORSCALE, _figure_size, _masked_of, _tick_font_size,
-                                    axis_titles, oriented, overview_grid, plain_token_labels)
+                                    MIN_LINE_WEIGHT, ROLLOUT_COLORSCALE, WEIGHT_COLORSCALE, _check_notation,
+                                    _figure_size, _masked_of, _tick_font_size, axis_titles, head_color,
+                                    numbered_labels, oriented, overview_grid, plain_token_labels)
 from core.figures.images import GRID_COLOUR, OVERLAY_COLORSCALE, SELECTED_COLOUR, muted
 
 DTYPES = {"float32": np.float32, "uint8": np.uint8}
@@ -136,6 +138,68 @@ def overview_spec(patterns: np.ndarray, tokens: Sequence[str], *, notation: str 
                        "selected": list(selected) if selected is not None else None})
     spec["arrays"] = {"weight": grid.percent, "masked": masked.astype(np.uint8)}  # the weights first: their shape
     return spec                                                                     # is the chart's
+
+
+def head_view_spec(patterns: np.ndarray, tokens: Sequence[str], heads: Sequence[int], *,
+                   unknown: Sequence[bool] | None = None, query: int | None = None, notation: str = "common",
+                   min_weight: float = MIN_LINE_WEIGHT, layer: int | None = None,
+                   shown: Sequence[int] | None = None) -> dict:
+    """The head view (bertviz-like): tokens in two columns, a band from query n to key n′ for every weight A[n, n′]
+    of the chosen heads, its thickness proportional to the weight; one colour per head (HEAD_COLORS).
+
+    patterns: one layer's [H, N(query), N(key)]. Bands of weight < `min_weight` are dropped; with `query` set, only
+    that query's bands are drawn; with `shown` (token indices, head_view_tokens), only those tokens' rows and the
+    bands between them, labelled with their own indices. Common notation puts the queries on the left (the token
+    that attends, as bertviz does) and the keys on the right; paper notation puts the keys n′ (the x_{n′} that are
+    mixed) on the left and the queries n (y_n = Σ_{n′} x_{n′} A_{n′,n}) on the right.
+
+    Each row is split into one lane per head; weight 1 fills a lane. At the query end a query's bands are stacked
+    in key order across its lane (its weights sum to at most 1, so they never overlap); at the key end each is
+    centred on the key's lane. Arrays: "ends" [B, 4] (query end top and bottom, key end top and bottom, in rows:
+    row i's centre is i), "band" [B, 3] (query and key token index, the recorded weight), "head" [B] (which of
+    spec["heads"]). The hover gives the exact weight; a click on a band or a query's label names the query."""
+    _check_notation(notation)
+    patterns = np.asarray(patterns)
+    if patterns.ndim != 3 or patterns.shape[-1] != patterns.shape[-2] or patterns.shape[-1] != len(tokens):
+        raise ValueError(f"patterns must be [H, N, N] with N = len(tokens); got {patterns.shape}, {len(tokens)} tokens")
+    h_count, n, _ = patterns.shape
+    if any(not 0 <= h < h_count for h in heads):
+        raise ValueError(f"heads must be in 0..{h_count - 1}, got {list(heads)}")
+    shown = list(range(n)) if shown is None else [int(i) for i in shown]
+    if not shown or any(not 0 <= i < n for i in shown):
+        raise ValueError(f"shown tokens must be in 0..{n - 1}, got {shown}")
+    if query is not None and query not in shown:
+        raise ValueError(f"query must be one of the shown tokens (0..{n - 1}), got {query}")
+    index = np.array(shown)
+    flags = list(unknown) if unknown is not None else [False] * n
+    labels = numbered_labels(plain_token_labels([tokens[i] for i in shown], [flags[i] for i in shown]), shown)
+    row = None if query is None else shown.index(query)  # the query's row among the shown ones
+    patterns = patterns[:, index][:, :, index]  # [H, n, n] over the shown tokens
+    lane = 0.84 / max(len(heads), 1)
+    ends, band, head = [], [], []
+    for j, h in enumerate(heads):
+        rows, cols = np.nonzero((patterns[h] >= min_weight) & (patterns[h] > 0))  # by query, then key; never masked
+        if row is not None:
+            rows, cols = rows[rows == row], cols[rows == row]
+        w = patterns[h][rows, cols].astype(np.float64)
+        centre = -0.42 + lane * (j + 0.5)
+        before = np.cumsum(w) - w  # the weight of the query's earlier keys: where its band starts in the lane
+        _, first = np.unique(rows, return_index=True)
+        start = before - np.repeat(before[first], np.diff(np.append(first, len(w))))
+        q0 = rows + centre - lane / 2 + start * lane
+        ends.append(np.stack([q0, q0 + w * lane, cols + centre - w * lane / 2, cols + centre + w * lane / 2], 1))
+        band.append(np.stack([index[rows], index[cols], patterns[h][rows, cols]], 1))
+        head.append(np.full(len(w), j))
+    query_title, key_title = "query n (attends)", "key n′ (attended to)"
+    left_title, right_title = (query_title, key_title) if notation == "common" else (key_title, query_title)
+    n = len(shown)
+    return {"kind": "lines", "title": (f"layer {layer} · " if layer is not None else "") + f"{left_title}  ⟶  {right_title}",
+            "labels": labels, "tokens": shown, "marked": row, "query_side": "left" if notation == "common" else "right",
+            "heads": [{"name": f"H{h}", "color": head_color(h)} for h in heads],
+            "row_px": 26 if n <= 32 else 16 if n <= 64 else 12, "tick_font": _tick_font_size(n) + 1,
+            "arrays": {"ends": np.concatenate(ends or [np.zeros((0, 4))]).astype(np.float32),
+                       "band": np.concatenate(band or [np.zeros((0, 3))]).astype(np.float32),
+                       "head": np.concatenate(head or [np.zeros(0)]).astype(np.uint8)}}
 
 
 def pack(spec: dict, **extra) -> bytes:
