@@ -6,6 +6,7 @@ rows are queries, columns keys, in the common (N x N, rows sum to 1) layout of t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -98,6 +99,53 @@ def score_offset(allowed: torch.Tensor) -> torch.Tensor:
     one pass over them and no copy (a masked_fill copy of each layer's [H, N, N] scores cost more than the
     softmax at N = 1024)."""
     return torch.zeros(allowed.shape, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+
+
+ROWS_PER_BLOCK = 128  # queries a block
+MIN_BLOCKED = 512  # below this many queries, one block: at 256 two blocks were 5 % slower than one, at 1024 eight 15 % faster
+
+
+@dataclass(frozen=True)
+class ScoreMask:
+    """A self-attention mask as the attention uses it (score_mask).
+
+    offset: [B, N, S], 0 where a query may see a key and -inf where not (score_offset).
+    blocks: (first query, end query, open keys, keys seen) that tile the N queries in order. Every query in
+    first..end-1 sees each of the first `open keys`, and none sees a key from `keys seen` on: their scores there
+    are never computed (they are -inf and their weights exactly 0, as computing them would give), and the offset
+    is added only between the two. Under a causal mask at N = 1024, in blocks of 128 queries, that skips 44 % of
+    the products q·k and A·v and of the softmax."""
+
+    offset: torch.Tensor
+    blocks: tuple[tuple[int, int, int, int], ...]
+
+
+def score_mask(allowed: torch.Tensor, rows: int = ROWS_PER_BLOCK, min_blocked: int = MIN_BLOCKED) -> ScoreMask:
+    """The ScoreMask of an allowed-matrix [B, N, S]: its offset, and its queries in blocks of `rows` from
+    `min_blocked` queries on, else one block (blocks that see every key merged, so a mask that hides no end of a row
+    is one block: all of attention at once)."""
+    n, keys = allowed.shape[-2:]
+    rows = rows if n >= min_blocked else max(n, 1)
+    numbers = torch.arange(1, keys + 1, dtype=torch.int32, device=allowed.device)
+    # per query: 1 + the last key any batch item lets it see (0: none), the first key any hides (S: none)
+    seen = (allowed.any(0) * numbers).amax(-1)
+    open_ = torch.where((~allowed).any(0), numbers - keys - 1, 0).amin(-1) + keys
+    blocks: list[tuple[int, int, int, int]] = []
+    for first in range(0, n, rows):
+        end = min(first + rows, n)
+        block_seen, block_open = int(seen[first:end].max()), int(open_[first:end].min())
+        if blocks and blocks[-1][3] == keys == block_seen:  # both see every key: one block
+            blocks[-1] = (blocks[-1][0], end, min(blocks[-1][2], block_open), keys)
+        else:
+            blocks.append((first, end, min(block_open, block_seen), block_seen))
+    return ScoreMask(score_offset(allowed), tuple(blocks))
+
+
+@functools.lru_cache(maxsize=8)
+def named_score_mask(spec: MaskSpec, n: int, batch: int, device: str) -> ScoreMask:
+    """score_mask of a named mask over n tokens for a batch of texts of that length: made once and shared by the
+    forward passes that use it, which only read it (at N = 1024 building it was about 5 ms, 4 % of a pass)."""
+    return score_mask(build_mask(spec, n, torch.device(device)).expand(batch, n, n))
 
 
 def padding_mask(valid: torch.Tensor) -> torch.Tensor:

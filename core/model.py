@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from core.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
-from core.masks import MaskSpec, build_mask, causal_mask, padding_mask, score_offset
+from core.masks import MaskSpec, ScoreMask, build_mask, causal_mask, named_score_mask, padding_mask, score_mask
 from core.patches import image_standardise, patchify
 from core.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
 from core.recording import Recording
@@ -62,9 +62,13 @@ def _select(tensor: torch.Tensor, token_axes: tuple[int, ...], keep: torch.Tenso
 def masked_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Softmax over keys of scores whose masked entries are -inf: those weights are exactly 0, and a fully
     masked row is all 0 rather than NaN."""
-    weights = torch.softmax(scores, dim=-1)  # exp(-inf) = 0 on masked entries; a row of only -inf gives NaN
+    return zero_empty_rows(torch.softmax(scores, dim=-1))  # exp(-inf) = 0 on masked entries
+
+
+def zero_empty_rows(weights: torch.Tensor) -> torch.Tensor:
+    """Softmax weights with each row of a query that sees no key (its scores all -inf: NaN throughout) set to 0."""
     empty = weights[..., :1].isnan()  # such a row is NaN throughout, any other has no NaN: one column tells
-    return weights.masked_fill(empty, 0.0) if bool(empty.any()) else weights
+    return weights.masked_fill_(empty, 0.0) if bool(empty.any()) else weights
 
 
 class TokenNorm(nn.Module):
@@ -150,9 +154,10 @@ class MultiHeadSelfAttention(nn.Module):
         batch, n, _ = x.shape
         return x.view(batch, n, self.n_heads, self.head_dim)  # [B, N, H*K] -> [B, N, H, K]
 
-    def forward(self, x: torch.Tensor, offset: torch.Tensor, position: PositionContext,
+    def forward(self, x: torch.Tensor, mask: ScoreMask, position: PositionContext,
                 record: Recorder, prefix: str, cache: KVCache | None = None) -> torch.Tensor:
-        """offset: [B, N, start + N], 0 where the mask lets a query see a key and -inf where not (score_offset)."""
+        """mask: the offset [B, N, start + N] (0 where a query may see a key, -inf where not) and the blocks of
+        queries with the keys they see (core.masks.score_mask)."""
         q = record(f"{prefix}.hook_q", self.split_heads(self.W_Q(x)))  # [B, N, H, K]
         k = record(f"{prefix}.hook_k", self.split_heads(self.W_K(x)))
         v = record(f"{prefix}.hook_v", self.split_heads(self.W_V(x)))
@@ -161,15 +166,13 @@ class MultiHeadSelfAttention(nn.Module):
             k = record(f"{prefix}.hook_rot_k", apply_rope(k, position.rope_angles))
         if cache is not None:  # the keys and values of the earlier tokens, then these: [B, start + N, H, K]
             k, v = cache.extend(prefix, k, v)
-        # scores[h, n, n'] = k_{h,n'}.q_{h,n} / sqrt(K) (eq. 5, with footnote 8's scaling)
-        scores = torch.einsum("bihk,bjhk->bhij", q / math.sqrt(self.head_dim), k)  # [B, H, N, start + N]
         bias = self.position_bias(position, k.shape[1])
         if bias is not None:
-            scores = scores + record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
-        # -inf where the mask hides a key: in place, as `scores` is this pass's own tensor
-        scores = record(f"{prefix}.hook_attn_scores", scores.add_(offset[:, None]), (1, 2))
-        pattern = record(f"{prefix}.hook_pattern", masked_softmax(scores), (1, 2))  # [B, H, N, N], rows sum to 1 (eq. 5)
-        z = record(f"{prefix}.hook_z", torch.einsum("bhij,bjhk->bihk", pattern, v))  # [B, N, H, K]
+            bias = record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
+        scores, pattern, z = attend(q / math.sqrt(self.head_dim), k, v, mask, bias)
+        record(f"{prefix}.hook_attn_scores", scores, (1, 2))
+        record(f"{prefix}.hook_pattern", pattern, (1, 2))
+        z = record(f"{prefix}.hook_z", z)  # [B, N, H, K]
         return self.W_O(z.flatten(2))  # [B, N, H*K] -> [B, N, D]
 
     def position_bias(self, position: PositionContext, n_keys: int) -> torch.Tensor | None:
@@ -179,6 +182,59 @@ class MultiHeadSelfAttention(nn.Module):
         if position.encoding == "relative":
             return self.relative(n_keys)[:, position.start:]  # the rows of the new queries
         return None
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: ScoreMask,
+           bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention, explicitly: q (already scaled by 1/sqrt(K)) [B, N, H, K], k and v [B, S, H, K], bias [B, H, N, S]
+    or None. Returns the scores and the pattern [B, H, N, S] and z [B, N, H, K]:
+
+        scores[h, n, n'] = k_{h,n'}·q_{h,n} / sqrt(K) + bias + offset   (eq. 5, with footnote 8's scaling)
+        pattern[h, n, :] = softmax(scores[h, n, :])                     rows sum to 1 (eq. 5)
+        z[n, h]          = Σ_n' pattern[h, n, n'] v_{h,n'}              (eq. 6, before W_O)
+
+    Without gradients (every page), block by block of queries (attend_in_blocks); in training all at once,
+    as autograd cannot follow writes into one tensor. Both give the same numbers (tests/test_model.py)."""
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    return (attend_at_once if needs_grad else attend_in_blocks)(q, k, v, mask, bias)
+
+
+def attend_at_once(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: ScoreMask,
+                   bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """attend, every query and key at once."""
+    scores = torch.einsum("bihk,bjhk->bhij", q, k)  # [B, H, N, S]
+    if bias is not None:
+        scores = scores + bias
+    scores = scores.add_(mask.offset[:, None])  # -inf where the mask hides a key: in place, on this pass's own tensor
+    pattern = masked_softmax(scores)
+    return scores, pattern, torch.einsum("bhij,bjhk->bihk", pattern, v)  # z: [B, N, H, K]
+
+
+def attend_in_blocks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: ScoreMask,
+                     bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """attend, block by block of queries (mask.blocks): the keys a block's queries cannot see get -inf scores and
+    weight 0 without being computed; the rest is computed as a whole, each block written into one tensor."""
+    batch, n, heads, dim = q.shape
+    keys = k.shape[1]
+    q = q.transpose(1, 2).reshape(batch * heads, n, dim)  # [B, N, H, K] -> [B·H, N, K]: a matrix a head
+    k_t = k.permute(0, 2, 3, 1).reshape(batch * heads, dim, keys)  # [B, S, H, K] -> [B·H, K, S]
+    v = v.transpose(1, 2).reshape(batch * heads, keys, dim)  # [B·H, S, K]
+    scores, pattern = q.new_empty(batch, heads, n, keys), q.new_empty(batch, heads, n, keys)
+    z = q.new_empty(batch * heads, n, dim)
+    flat_scores, flat_pattern = scores.view(batch * heads, n, keys), pattern.view(batch * heads, n, keys)
+    for first, end, open_keys, seen in mask.blocks:
+        rows = slice(first, end)
+        torch.bmm(q[:, rows], k_t[:, :, :seen], out=flat_scores[:, rows, :seen])
+        block = scores[:, :, rows, :seen]  # a view: the additions below land in `scores`
+        if bias is not None:
+            block.add_(bias[:, :, rows, :seen])
+        # -inf where the mask hides a key (the offset is 0 on the first open_keys: nothing to add)
+        scores[:, :, rows, open_keys:seen].add_(mask.offset[:, None, rows, open_keys:seen])
+        scores[:, :, rows, seen:].fill_(float("-inf"))
+        pattern[:, :, rows, seen:].fill_(0.0)
+        zero_empty_rows(torch.softmax(block, dim=-1, out=pattern[:, :, rows, :seen]))
+        torch.bmm(flat_pattern[:, rows, :seen], v[:, :seen], out=z[:, rows])
+    return scores, pattern, z.view(batch, heads, n, dim).transpose(1, 2)  # z: [B·H, N, K] -> [B, N, H, K]
 
 
 class MLP(nn.Module):
@@ -212,18 +268,18 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, offset: torch.Tensor, position: PositionContext,
+    def forward(self, x: torch.Tensor, mask: ScoreMask, position: PositionContext,
                 record: Recorder, cache: KVCache | None = None) -> torch.Tensor:
         p = self.name
         x = record(f"{p}.hook_resid_pre", x)
         if self.pre_norm:
             attn_out = record(f"{p}.hook_attn_out", self.dropout(
-                self.attn(self.ln1(x, record, f"{p}.ln1"), offset, position, record, f"{p}.attn", cache)))
+                self.attn(self.ln1(x, record, f"{p}.ln1"), mask, position, record, f"{p}.attn", cache)))
             x = record(f"{p}.hook_resid_mid", x + attn_out)
             mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(self.ln2(x, record, f"{p}.ln2"), record, f"{p}.mlp")))
             return record(f"{p}.hook_resid_post", x + mlp_out)
         attn_out = record(f"{p}.hook_attn_out",
-                          self.dropout(self.attn(x, offset, position, record, f"{p}.attn", cache)))
+                          self.dropout(self.attn(x, mask, position, record, f"{p}.attn", cache)))
         x = record(f"{p}.hook_resid_mid", self.ln1(x + attn_out, record, f"{p}.ln1"))
         mlp_out = record(f"{p}.hook_mlp_out", self.dropout(self.mlp(x, record, f"{p}.mlp")))
         return record(f"{p}.hook_resid_post", self.ln2(x + mlp_out, record, f"{p}.ln2"))
@@ -293,13 +349,9 @@ class Transformer(nn.Module):
             x = x + recorder("hook_token_type_embed", self.token_type_embed.expand(batch, n, -1))
         if self.ln_embed is not None:
             x = self.ln_embed(x, recorder, "embed_ln")
-        allowed = self.allowed(mask, start + n, batch, valid, x.device)[:, start:]  # [B, N, start + N]
-        if cache is not None and (allowed & ~causal_mask(start + n, x.device)[start:]).any():
-            raise ValueError("a key/value cache needs a mask under which no token sees a later one "
-                             "(causal, causal window or strided): earlier tokens would change as tokens are added")
-        offset = score_offset(allowed)  # [B, N, start + N]: 0 or -inf, added to every layer's scores
+        scored = self.score_mask(mask, n, batch, valid, x.device, cache)
         for block in self.blocks:
-            x = block(x, offset, position, recorder, cache)
+            x = block(x, scored, position, recorder, cache)
         if self.ln_final is not None:
             x = self.ln_final(x, recorder, "ln_final")
         logits = self.head(self.transform(x, recorder), valid)
@@ -369,6 +421,19 @@ class Transformer(nn.Module):
         if encoding == "sinusoidal":
             return sinusoidal_table(n, self.cfg.d_model).to(device)[None]
         return torch.zeros(1, n, self.cfg.d_model, device=device)
+
+    def score_mask(self, mask: MaskArgument, n: int, batch: int, valid: torch.Tensor | None, device,
+                   cache: KVCache | None) -> ScoreMask:
+        """What the mask adds to every layer's scores [B, N, start + N] (0 or -inf) and its blocks of queries
+        (core.masks.score_mask); a named mask's, without padding or a cache, is made once (named_score_mask)."""
+        if valid is None and cache is None and not isinstance(mask, torch.Tensor):
+            return named_score_mask(_mask_spec(mask, self.cfg), n, batch, str(device))
+        start = cache.length if cache is not None else 0
+        allowed = self.allowed(mask, start + n, batch, valid, device)[:, start:]  # [B, N, start + N]
+        if cache is not None and (allowed & ~causal_mask(start + n, device)[start:]).any():
+            raise ValueError("a key/value cache needs a mask under which no token sees a later one "
+                             "(causal, causal window or strided): earlier tokens would change as tokens are added")
+        return score_mask(allowed)
 
     def allowed(self, mask: MaskArgument, n: int, batch: int, valid: torch.Tensor | None, device) -> torch.Tensor:
         """The boolean [B, N, N] matrix of which key each query may attend to."""

@@ -35,9 +35,9 @@ from torch import nn
 
 from core.checkpoint import ModelCard, save_checkpoint
 from core.config import ConfigError, ModelConfig
-from core.masks import causal_mask, score_offset
+from core.masks import ScoreMask, causal_mask, score_mask
 from core.model import (MLP, Block, MultiHeadSelfAttention, PositionContext, Recorder, TokenNorm, _init_weights,
-                        masked_softmax)
+                        attend)
 from core.positions import sinusoidal_table
 from core.registry import ASSETS
 
@@ -142,16 +142,16 @@ class CrossAttention(MultiHeadSelfAttention):
 
     No mask but the source's padding: every target step may read every source token."""
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, offset: torch.Tensor, record,
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, mask: ScoreMask, record,
                 prefix: str) -> torch.Tensor:
-        """offset: [B, T, S], 0 on real source tokens and -inf on padding (score_offset)."""
+        """mask: offset [B, T, S], 0 on real source tokens and -inf on padding (core.masks.score_mask)."""
         q = record(f"{prefix}.hook_q", self.split_heads(self.W_Q(y)))  # [B, T, H, K]
         k = record(f"{prefix}.hook_k", self.split_heads(self.W_K(memory)))  # [B, S, H, K]
         v = record(f"{prefix}.hook_v", self.split_heads(self.W_V(memory)))
-        scores = torch.einsum("bthk,bshk->bhts", q, k) / math.sqrt(self.head_dim)  # [B, H, T, S]
-        scores = record(f"{prefix}.hook_attn_scores", scores.add_(offset[:, None]))  # -inf on padding, in place
-        pattern = record(f"{prefix}.hook_pattern", masked_softmax(scores))  # [B, H, T, S], rows sum to 1
-        z = record(f"{prefix}.hook_z", torch.einsum("bhts,bshk->bthk", pattern, v))  # [B, T, H, K]
+        scores, pattern, z = attend(q / math.sqrt(self.head_dim), k, v, mask, None)  # [B, H, T, S], rows sum to 1
+        record(f"{prefix}.hook_attn_scores", scores)
+        record(f"{prefix}.hook_pattern", pattern)
+        z = record(f"{prefix}.hook_z", z)  # [B, T, H, K]
         return self.W_O(z.flatten(2))  # [B, T, H*K] -> [B, T, D]
 
 
@@ -168,14 +168,14 @@ class DecoderBlock(nn.Module):
         self.mlp = MLP(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, y: torch.Tensor, memory: torch.Tensor, self_offset: torch.Tensor, cross_offset: torch.Tensor,
+    def forward(self, y: torch.Tensor, memory: torch.Tensor, self_mask: ScoreMask, cross_mask: ScoreMask,
                 record) -> torch.Tensor:
-        """self_offset [B, T, T], cross_offset [B, T, S]: score_offset of what each target step may read."""
+        """self_mask [B, T, T], cross_mask [B, T, S]: score_mask of what each target step may read."""
         p = self.name
         y = record(f"{p}.hook_resid_pre", y)
-        attn = self.attn(self.ln1(y, record, f"{p}.ln1"), self_offset, NO_POSITION, record, f"{p}.attn")
+        attn = self.attn(self.ln1(y, record, f"{p}.ln1"), self_mask, NO_POSITION, record, f"{p}.attn")
         y = record(f"{p}.hook_resid_mid", y + record(f"{p}.hook_attn_out", self.dropout(attn)))
-        cross = self.cross_attn(self.ln_cross(y, record, f"{p}.ln_cross"), memory, cross_offset, record,
+        cross = self.cross_attn(self.ln_cross(y, record, f"{p}.ln_cross"), memory, cross_mask, record,
                                 f"{p}.cross_attn")
         y = record(f"{p}.hook_resid_cross", y + record(f"{p}.hook_cross_attn_out", self.dropout(cross)))
         mlp = self.mlp(self.ln2(y, record, f"{p}.ln2"), record, f"{p}.mlp")
@@ -228,9 +228,9 @@ class Seq2SeqTransformer(nn.Module):
         """The memory Z [B, S, D]: bidirectional blocks over the source (padding hidden), then TokenNorm."""
         record = Prefixed(recorder, "encoder")
         x = self.src_embed(src, record)  # [B, S, D]
-        offset = score_offset(src_valid[:, None, :].expand(-1, src.shape[1], -1))  # [B, S(query), S(key)]: real keys
+        mask = score_mask(src_valid[:, None, :].expand(-1, src.shape[1], -1))  # [B, S(query), S(key)]: real keys
         for block in self.encoder:
-            x = block(x, offset, NO_POSITION, record)
+            x = block(x, mask, NO_POSITION, record)
         return self.encoder_ln_final(x, record, "ln_final")
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_valid: torch.Tensor,
@@ -239,10 +239,10 @@ class Seq2SeqTransformer(nn.Module):
         record = Prefixed(recorder, "decoder")
         y = self.tgt_embed(tgt, record)  # [B, T, D]
         t = tgt.shape[1]
-        self_offset = score_offset(causal_mask(t, tgt.device).expand(len(tgt), t, t))  # [B, T, T]: t sees t' <= t
-        cross_offset = score_offset(src_valid[:, None, :].expand(-1, t, -1))  # [B, T, S]: every real source token
+        self_mask = score_mask(causal_mask(t, tgt.device).expand(len(tgt), t, t))  # [B, T, T]: t sees t' <= t
+        cross_mask = score_mask(src_valid[:, None, :].expand(-1, t, -1))  # [B, T, S]: every real source token
         for block in self.decoder:
-            y = block(y, memory, self_offset, cross_offset, record)
+            y = block(y, memory, self_mask, cross_mask, record)
         return recorder("logits", self.unembed(self.decoder_ln_final(y, record, "ln_final")))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, *, src_valid: torch.Tensor | None = None,

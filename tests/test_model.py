@@ -11,8 +11,9 @@ import torch
 from torch.nn import functional as F
 
 from core.config import ConfigError, ModelConfig, POSITION_ENCODINGS
-from core.masks import MaskSpec, build_mask, causal_mask, score_offset, strided_mask, window_mask
-from core.model import Transformer, masked_softmax
+from core.masks import (MaskSpec, build_mask, causal_mask, named_score_mask, score_mask, score_offset, strided_mask,
+                        window_mask)
+from core.model import Transformer, attend_at_once, attend_in_blocks, masked_softmax
 from core.positions import alibi_slopes, relative_bucket, sinusoidal_table
 from core.recording import Recording
 
@@ -365,6 +366,80 @@ def test_the_score_offset_masks_exactly_as_masked_fill_does():
     offset = score_offset(allowed[None].expand(2, 9, 9))
     assert offset.dtype == scores.dtype and set(offset.unique().tolist()) == {0.0, float("-inf")}
     assert torch.equal(scores.clone().add_(offset[:, None]), expected)
+
+
+def test_queries_in_blocks_see_only_the_keys_their_mask_lets_them():
+    """score_mask's blocks, from 512 queries on: 128 queries each, with the keys all of them see (from the first)
+    and 1 + the last key any of them may see; blocks that see every key merged (no hidden end of a row: attention
+    at once); a block of queries that see nothing sees 0 keys. Fewer queries: one block."""
+    n, starts = 600, range(0, 600, 128)
+    ends = [min(first + 128, n) for first in starts]
+    assert score_mask(causal_mask(n)[None]).blocks == tuple((a, b, a + 1, b) for a, b in zip(starts, ends))
+    assert score_mask(torch.ones(1, n, n, dtype=torch.bool)).blocks == ((0, n, n, n),)
+    window = window_mask(n, 4)[None].expand(2, n, n)
+    assert score_mask(window).blocks == tuple((a, b, 0, b) for a, b in zip(starts, ends))
+    blank = torch.zeros(1, n, n, dtype=torch.bool)
+    blank[:, 130:, :5] = True  # the first block sees nothing, the others the first five keys
+    assert score_mask(blank).blocks == ((0, 128, 0, 0), (128, 256, 0, 5), *((a, b, 5, 5) for a, b in zip(starts[2:],
+                                                                                                         ends[2:])))
+    padded = causal_mask(n)[None].repeat(2, 1, 1)
+    padded[1, :, 300:] = False  # the second text is 300 tokens long: its padding hides keys 300.. from every query
+    assert score_mask(padded).blocks == ((0, 128, 1, 128), (128, 256, 129, 256), (256, 384, 257, 384),
+                                         (384, 512, 300, 512), (512, 600, 300, 600))
+    assert score_mask(causal_mask(300)[None]).blocks == ((0, 300, 1, 300),)
+    cached = causal_mask(560)[None, 500:]  # 60 new queries after 500 cached tokens
+    assert score_mask(cached).blocks == ((0, 60, 501, 560),)
+    assert score_mask(causal_mask(40)[None], rows=16, min_blocked=0).blocks == ((0, 16, 1, 16), (16, 32, 17, 32),
+                                                                                (32, 40, 33, 40))
+
+
+@pytest.mark.parametrize("allowed", ["causal", "window", "strided", "none", "blank rows", "padded", "cached"])
+def test_attention_in_blocks_gives_the_numbers_of_attention_at_once(allowed):
+    """What every page runs (no gradients: blocks of queries, keys they cannot see never computed) equals what
+    training runs (all at once): scores and pattern bit for bit, the hidden entries -inf and exactly 0; z within
+    float32 rounding (its sums over keys are cut at different lengths). With a position bias, a batch of two."""
+    torch.manual_seed(0)
+    n, keys = 40, 40
+    masks = {"causal": causal_mask(n), "window": window_mask(n, 5), "strided": strided_mask(n, 4),
+             "none": torch.ones(n, n, dtype=torch.bool)}
+    if allowed in masks:
+        matrix = masks[allowed][None].expand(2, n, n)
+    elif allowed == "blank rows":
+        matrix = causal_mask(n)[None].repeat(2, 1, 1)
+        matrix[:, :20] = False  # the first block sees no key at all, and one row of the next none either
+        matrix[:, 25] = False
+    elif allowed == "padded":
+        matrix = causal_mask(n)[None].repeat(2, 1, 1)
+        matrix[1, :, 30:] = False  # the second text is 30 tokens long
+    else:
+        keys, matrix = 50, causal_mask(50)[None, 10:].expand(2, n, 50)  # 10 cached tokens, then 40
+    q, k, v = torch.randn(2, n, 3, 8), torch.randn(2, keys, 3, 8), torch.randn(2, keys, 3, 8)
+    bias = torch.randn(2, 3, n, keys)
+    whole = attend_at_once(q, k, v, score_mask(matrix), bias)
+    blocks = attend_in_blocks(q, k, v, score_mask(matrix, rows=16, min_blocked=0), bias)
+    assert len(score_mask(matrix, rows=16, min_blocked=0).blocks) > 1 or allowed in ("none", "cached")
+    assert torch.equal(blocks[0], whole[0]) and torch.equal(blocks[1], whole[1])
+    torch.testing.assert_close(blocks[2], whole[2], rtol=0, atol=1e-6)
+    hidden = ~matrix[:, None]
+    assert (blocks[0][hidden.expand_as(blocks[0])] == float("-inf")).all()
+    assert (blocks[1][hidden.expand_as(blocks[1])] == 0).all()
+    sums = blocks[1].sum(-1)
+    seeing = matrix.any(-1)[:, None].expand_as(sums)
+    torch.testing.assert_close(sums[seeing], torch.ones_like(sums[seeing]))
+    assert (sums[~seeing] == 0).all() and not blocks[1].isnan().any()
+
+
+def test_a_named_mask_is_made_once_and_no_pass_changes_it():
+    """A named mask's offset and blocks are made once per (mask, length, batch) and shared; a pass only reads
+    them, so the next pass sees exactly the mask and gives the same numbers."""
+    model = text_model(max_len=600)
+    named_score_mask.cache_clear()
+    first = record(model, ids(520))
+    shared = named_score_mask(MaskSpec("causal"), 520, 1, "cpu")
+    again = record(model, ids(520))
+    assert named_score_mask.cache_info().hits >= 2 and named_score_mask.cache_info().misses == 1
+    assert torch.equal(shared.offset, score_offset(causal_mask(520)[None])) and len(shared.blocks) == 5
+    np.testing.assert_array_equal(again.pattern(1), first.pattern(1))
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
