@@ -603,8 +603,11 @@ class LiveRun:
         self._save_lock = threading.Lock()
         self._status, self._message, self._seconds, self._threads = "starting", "", 0.0, 0
         self._niceness: int | None = None
-        self._history: dict[str, list[float]] = {name: [] for name in HISTORY_FIELDS}
-        self._grad_norms: dict[str, list[float]] = {}
+        # arrays of spec.steps filled step by step: a view copies their first _steps_done values (every poll of
+        # every page that shows the run reads a view; converting lists of floats took 1.3 ms at 3000 steps)
+        self._history = {name: np.empty(spec.steps) for name in HISTORY_FIELDS}
+        self._grad_norms: dict[str, np.ndarray] = {}
+        self._steps_done = 0
         self._snapshots: list[Snapshot] = []
         self._tokens: list[str] = []
         self._model: Transformer | None = None
@@ -646,8 +649,8 @@ class LiveRun:
         with self._lock:
             return RunView(
                 self.run_id, self.spec, self.owner, self._status, self._message, self._seconds,
-                {name: np.array(values, dtype=np.float64) for name, values in self._history.items()},
-                {name: np.array(values, dtype=np.float64) for name, values in self._grad_norms.items()},
+                {name: values[:self._steps_done].copy() for name, values in self._history.items()},
+                {name: values[:self._steps_done].copy() for name, values in self._grad_norms.items()},
                 tuple(self._snapshots), tuple(self._tokens), self._threads, self._saved_as)
 
     # what the process sends ----------------------------------------------------------------------------------
@@ -697,12 +700,15 @@ class LiveRun:
 
     def _add_stats(self, stats: StepStats, seconds: float) -> None:
         with self._lock:
+            done = self._steps_done
             for name, value in (("step", stats.step + 1), ("loss", stats.loss), ("accuracy", stats.accuracy),
                                 ("learning_rate", stats.learning_rate), ("grad_norm", stats.grad_norm)):
-                self._history[name].append(value)
+                self._history[name][done] = value
             for group, value in stats.grad_norms.items():
-                self._grad_norms.setdefault(group, []).append(value)
-            self._seconds = seconds
+                if group not in self._grad_norms:
+                    self._grad_norms[group] = np.full(self.spec.steps, np.nan)
+                self._grad_norms[group][done] = value
+            self._steps_done, self._seconds = done + 1, seconds
 
     # saving --------------------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ the figures of a run draw its own numbers."""
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import os
@@ -203,6 +204,9 @@ def test_stop_ends_the_run_after_the_step_under_way_with_a_last_snapshot():
     view = run.view()
     assert view.status == "stopped" and 3 <= view.steps_done < 20000
     assert view.snapshots[-1].step == view.steps_done
+    assert list(view.history["step"]) == list(range(1, view.steps_done + 1))  # the steps trained, not the 20000
+    assert all(len(values) == view.steps_done and np.isfinite(values).all()
+               for values in (*view.history.values(), *view.grad_norms.values()))
 
 
 def test_one_run_per_owner_and_a_bounded_number_per_server():
@@ -508,42 +512,70 @@ def test_running_mean_is_the_trailing_window_mean():
     assert running_mean(np.array([]), 5).size == 0
 
 
+PLOTLY_JS_DTYPES = ("i1", "u1", "i2", "u2", "i4", "u4", "f4", "f8")  # the typed arrays plotly.js reads
+
+
+def decoded(array: dict) -> np.ndarray:
+    """A trace's binary array ({dtype, bdata}: core.figures.attention.binary) as plotly.js reads it: plotly.py's
+    validation takes any dict with these keys, so the dtype and the bytes are checked here."""
+    assert set(array) == {"dtype", "bdata"} and array["dtype"] in PLOTLY_JS_DTYPES, array
+    return np.frombuffer(base64.b64decode(array["bdata"], validate=True), np.dtype(array["dtype"]).newbyteorder("<"))
+
+
+def assert_valid(figure: go.Figure) -> None:
+    """Valid for plotly (lean figures are built unvalidated), with every trace's x and y readable and aligned."""
+    go.Figure(figure.to_dict())  # raises on anything plotly would not accept
+    for trace in figure.data:
+        assert len(decoded(trace.x)) == len(decoded(trace.y)) > 0
+
+
 def test_the_curves_draw_the_numbers_the_run_computed(reversal_run):
     view = reversal_run.view()
     other = {name: values * 2 for name, values in view.history.items()}
     fig = training_curves([("A", view.history), ("B", other)], clips=[1.0, 1.0])
+    assert_valid(fig)
     raw = [trace for trace in fig.data if trace.name.endswith("(each step)")]
     assert [trace.name for trace in raw] == ["A (each step)"] * 3 + ["B (each step)"] * 3
-    np.testing.assert_array_equal(raw[0].y, view.history["loss"])
-    np.testing.assert_array_equal(raw[2].y, view.history["grad_norm"])
+    np.testing.assert_array_equal(decoded(raw[0].x), view.history["step"])
+    np.testing.assert_array_equal(decoded(raw[0].y), view.history["loss"].astype(np.float32))
+    np.testing.assert_array_equal(decoded(raw[2].y), view.history["grad_norm"].astype(np.float32))
+    mean_loss = fig.data[1]  # the thick line over the raw loss
+    assert (mean_loss.name, mean_loss.yaxis) == ("A", "y")
+    np.testing.assert_allclose(decoded(mean_loss.y), running_mean(view.history["loss"], 25), rtol=1e-6)
     assert [shape.y0 for shape in fig.layout.shapes] == [1.0]  # one clipping line for the shared norm
     layers = gradient_norm_figure(view.history["step"], view.grad_norms)
+    assert_valid(layers)
     assert [t.name for t in layers.data][::2] == [f"{g} (each step)" for g in view.grad_norms]
     for trace, values in zip(layers.data[::2], view.grad_norms.values()):
-        np.testing.assert_array_equal(trace.y, values)
+        np.testing.assert_array_equal(decoded(trace.y), values.astype(np.float32))
 
 
 def test_long_runs_draw_each_stretch_lowest_and_highest_step_and_valid_figures():
-    """Past MAX_POINTS steps a curve draws each stretch's extremes (so a spike shows), every point one the run
-    computed; the figures, built from plain dicts for speed, are valid plotly figures."""
+    """Past MAX_POINTS steps a curve draws its first and last step and each stretch's extremes (so a spike shows),
+    every point one the run computed, compactly (steps as 2-byte integers, values as float32); the figures, built
+    from plain dicts for speed, are valid plotly figures."""
     from core.figures.training import MAX_POINTS, drawn_points
     rng = np.random.default_rng(0)
     values = rng.random(20000)
+    values[:3] = 0.5, 0.0, 1.0  # the first step is neither the lowest nor the highest of its stretch
     values[12345] = 50.0  # one spike
     shown = drawn_points(values)
-    assert len(shown) <= MAX_POINTS + 1 and shown[-1] == len(values) - 1 and 12345 in shown
+    assert len(shown) <= MAX_POINTS and shown[0] == 0 and shown[-1] == len(values) - 1 and 12345 in shown
     assert (np.diff(shown) > 0).all()
+    assert values[shown].min() == values.min() and values[shown].max() == values.max()
     np.testing.assert_array_equal(drawn_points(values[:300]), np.arange(300))
     steps = np.arange(1, 20001)
     history = {"step": steps, "loss": values, "accuracy": values / 50, "learning_rate": np.full(20000, 1e-3),
                "grad_norm": values + 0.1}
     fig = training_curves([("A", history)], clips=[1.0])
     raw = [trace for trace in fig.data if trace.name.endswith("(each step)")][0]
-    np.testing.assert_array_equal(raw.x, steps[drawn_points(values)])
-    np.testing.assert_array_equal(raw.y, values[drawn_points(values)])
+    assert (raw.x["dtype"], raw.y["dtype"]) == ("u2", "f4")
+    np.testing.assert_array_equal(decoded(raw.x), steps[shown])
+    np.testing.assert_array_equal(decoded(raw.y), values[shown].astype(np.float32))
     layers = gradient_norm_figure(steps, {"embedding": values + 0.1})
     for figure in (fig, layers):
-        go.Figure(figure.to_dict())  # raises on anything plotly would not accept
+        assert_valid(figure)
+        assert not figure.to_dict()["layout"]["template"]  # Streamlit themes it in the browser
 
 
 def assert_ticks_written_in_full(axis) -> None:
