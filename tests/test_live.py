@@ -233,7 +233,7 @@ def test_a_failing_run_reports_why_without_raising(monkeypatch):
     def broken(task, size):
         raise OSError("disk on fire")
     monkeypatch.setattr(live, "shared_pool", broken)
-    monkeypatch.setattr(live, "lower_priority", lambda: None)  # the test's own process keeps its priority
+    monkeypatch.setattr(live, "lower_priority", lambda: live.Priority(None, False))  # keeps its priority
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # and its threads
     sent = []
     live.train_run(RunSpec(steps=2, **TINY), threading.Event(), SimpleNamespace(value=time.monotonic()), 60,
@@ -428,9 +428,12 @@ def test_every_recipe_the_page_offers_fits_the_cap():
 
 
 def test_training_runs_in_a_nicer_process_than_the_server(reversal_run):
-    """A process of its own (not a thread holding the server's interpreter lock), at a lower priority."""
+    """A process of its own (not a thread holding the server's interpreter lock), at a lower priority: nicer, and
+    on Linux SCHED_IDLE, which gives way at once to a page's thread."""
     assert reversal_run._process.pid != os.getpid()
-    assert reversal_run.niceness is not None and reversal_run.niceness > os.getpriority(os.PRIO_PROCESS, 0)
+    priority = reversal_run.priority
+    assert priority.niceness is not None and priority.niceness > os.getpriority(os.PRIO_PROCESS, 0)
+    assert priority.idle == sys.platform.startswith("linux") and os.sched_getscheduler(0) != os.SCHED_IDLE
     assert reversal_run.view().threads == 1
 
 
