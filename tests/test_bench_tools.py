@@ -119,6 +119,7 @@ def test_memory_that_plateaus_is_bounded_and_a_leak_is_not():
 
 def test_report_counts_errors_and_judges_memory_only_on_long_runs():
     records = [Record(0, "open", 2.0, 1000), Record(0, "text", 1.0, 500), Record(1, "open", 3.0, 1000),
+               Record(1, "pe", 0.25, 300),
                Record(1, "mask", None, problems=["no answer in 120 s"]),
                Record(0, "head", 0.5, 300, problems=["error box: Can't run this"])]
     series = [(t, 400.0) for t in range(0, 200, 10)]
@@ -126,9 +127,10 @@ def test_report_counts_errors_and_judges_memory_only_on_long_runs():
     result = report(records, {7: series}, {7: 12.0}, 180.0, settings)
     assert result["errors"] == 2 and len(result["error_examples"]) == 2
     assert result["latency"]["open"]["count"] == 2 and result["latency"]["mask"]["count"] == 0
-    assert result["latency"]["all interactions"] == latency_summary([1.0, 0.5])
-    assert result["interactions_per_s"] == pytest.approx(2 / 180)
-    assert result["kb_per_interaction"] == pytest.approx(400 / 1024)
+    assert result["latency"]["all interactions"] == latency_summary([1.0, 0.25, 0.5])
+    assert result["latency"]["toggles (mask, pe)"] == latency_summary([0.25])  # the failed mask toggle: no time
+    assert result["interactions_per_s"] == pytest.approx(3 / 180)
+    assert result["kb_per_interaction"] == pytest.approx(1100 / 3 / 1024)
     assert result["memory_bounded"] is True and result["server"]["7"]["cpu_s"] == 12.0
     short = report(records, {7: series}, {7: 12.0}, 60.0, {**settings, "minutes": JUDGE_MEMORY_MINUTES - 1})
     assert short["memory_bounded"] is None

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for bench_browser, i
 # What a student does, and how often (weights): type a sentence, toggle the mask or encoding, open a layer or head.
 ACTIONS = {"text": 4, "mask": 2, "pe": 2, "layer": 1, "head": 1}
 TRAINER_ACTIONS = ("train open", "start", "poll")  # what a training student does (--trainers)
+TOGGLES = ("mask", "pe")  # the toggles of the goal: p95 under load within 1.5x of a quiet class
 TEXT_SIZES = range(8, 65, 4)  # tokens with [BOS]: short classroom sentences, all within the bundled context (128)
 TEXTS_PER_SIZE = 4
 BOUNDED_GROWTH = 0.10  # second-half peak RSS may exceed the first-half peak by at most this fraction
@@ -526,6 +527,8 @@ def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float
               "interactions_per_s": len(interactions) / elapsed,
               "kb_per_interaction": float(np.mean([r.bytes for r in interactions]) / 1024) if interactions else None,
               "server": {}}
+    # the "toggle": the mask and the position encoding together, twice the samples of either for its p95
+    result["latency"]["toggles (mask, pe)"] = latency_summary([r.seconds for r in answered if r.action in TOGGLES])
     result["latency"]["all interactions"] = latency_summary([r.seconds for r in interactions])
     for pid, series in samples.items():
         result["server"][str(pid)] = {"cpu_s": cpu[pid], "memory": memory_summary(series), "rss_mb": series}
