@@ -154,8 +154,9 @@ def hover_cell(page, row: int, col: int, chart: str = HEATMAP) -> str:
     return tip.inner_text()
 
 
-def canvas_image(page) -> str:
-    return page.evaluate(f"() => document.querySelector('{HEATMAP} canvas').toDataURL()")
+def canvas_image(page, chart: str = HEATMAP) -> str:
+    """What the first canvas chart matching `chart` shows, as a data URL."""
+    return page.evaluate(f"() => document.querySelector('{chart} canvas').toDataURL()")
 
 
 def test_text_explorer_in_the_browser(server, page, shoot):
@@ -258,12 +259,12 @@ def test_the_head_view_hovers_each_band_and_a_click_on_a_query_shows_its_bands_a
     x_query, x_key, top, row = page.evaluate(f"() => JSON.parse(document.querySelector('{chart}').dataset.plot)")
     bounds = page.locator(f"{chart} canvas").first.bounding_box()
     at = lambda x, value: (bounds["x"] + x, bounds["y"] + top + (value + 0.5) * row)  # row `value`'s centre
-    before = canvas_image_of(page, chart)
+    before = canvas_image(page, chart)
     page.mouse.click(*at(x_query - 20, 3))  # the query's label: its bands alone
     page.wait_for_function(f"() => document.querySelector('{chart}').dataset.title.startsWith('layer 1')")
     page.wait_for_function("() => window.location.search.includes('lines_token=')")
     wait_idle(page)
-    assert canvas_image_of(page, chart) != before and page.locator(ERROR).count() == 0
+    assert canvas_image(page, chart) != before and page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_7b_head_view_one_query")
     # two heads share a row: H0's lane is its upper half, and a query's weights (all but those < 0.01) fill it
     page.mouse.move(*at(x_query + 4, 3 - 0.21))
@@ -276,9 +277,6 @@ def test_the_head_view_hovers_each_band_and_a_click_on_a_query_shows_its_bands_a
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
 
-
-def canvas_image_of(page, chart: str) -> str:
-    return page.evaluate(f"() => document.querySelector('{chart} canvas').toDataURL()")
 
 
 def test_a_clicked_cell_is_in_the_url_and_the_link_reopens_it(server, page, shoot):

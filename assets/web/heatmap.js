@@ -296,6 +296,16 @@ function drawTiles(ctx, tiles, box, colors) { // gaps in the page's colour betwe
   ctx.restore();
 }
 
+function clearCanvas(canvas, ctx, width, height, ratio, colors) { // sized in CSS pixels, drawn at `ratio`, blank
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(height * ratio);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.fillStyle = colors.background;
+  ctx.fillRect(0, 0, width, height);
+}
+
 function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` device pixels per CSS pixel
   if (spec.kind === "lines") return drawLines(canvas, spec, width, ratio, colors);
   const scale = spec.font_scale || 1;
@@ -303,13 +313,7 @@ function draw(canvas, spec, width, ratio, colors) { // everything, at `ratio` de
   // larger type (presenter mode) makes the chart taller, never its cells smaller: they keep the room they have at scale 1
   const plain = scale > 1 ? layout(spec, ctx, width, colors, 1) : null;
   const box = layout(spec, ctx, width, colors, scale, plain && spec.height - plain.top - plain.bottom);
-  canvas.width = Math.round(width * ratio);
-  canvas.height = Math.round(box.height * ratio);
-  canvas.style.width = `${width}px`;
-  canvas.style.height = `${box.height}px`;
-  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  ctx.fillStyle = colors.background;
-  ctx.fillRect(0, 0, width, box.height);
+  clearCanvas(canvas, ctx, width, box.height, ratio, colors);
   ctx.imageSmoothingEnabled = false;
   if (spec.backdrop) drawBackdrop(ctx, spec, box);
   ctx.imageSmoothingEnabled = box.cell < 1; // under a pixel a cell: average, rather than drop, what cannot show
@@ -390,13 +394,7 @@ function drawBands(ctx, spec, box) { // one path a head, filled in its colour: o
 
 function drawLines(canvas, spec, width, ratio, colors) {
   const ctx = canvas.getContext("2d"), box = linesLayout(spec, ctx, width, colors);
-  canvas.width = Math.round(width * ratio);
-  canvas.height = Math.round(box.height * ratio);
-  canvas.style.width = `${width}px`;
-  canvas.style.height = `${box.height}px`;
-  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  ctx.fillStyle = colors.background;
-  ctx.fillRect(0, 0, width, box.height);
+  clearCanvas(canvas, ctx, width, box.height, ratio, colors);
   drawTitle(ctx, spec, {font: box.font, width}, colors);
   box.legend = drawLegend(ctx, spec, box, colors);
   drawBands(ctx, spec, box);
