@@ -231,6 +231,19 @@ def test_drawing_templates_are_each_shape_centred_and_a_blank_grid() -> None:
     assert len({template_cells(label).tobytes() for label in range(len(CLASSES))}) == len(CLASSES)
 
 
+def box_fill(cells: np.ndarray) -> float:
+    """The fraction of its bounding box a drawing's ink fills."""
+    rows, cols = np.flatnonzero(cells.any(axis=1)), np.flatnonzero(cells.any(axis=0))
+    return float(cells[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1].mean())
+
+
+def test_the_circle_template_is_round_and_the_square_template_square() -> None:
+    """A student starting from the circle template must see a circle, not a rounded square: it fills pi/4 of its box
+    (it filled 0.88 at 22 pixels), the square all of it."""
+    assert box_fill(template_cells(CLASSES.index("circle"))) == pytest.approx(np.pi / 4, abs=0.03)
+    assert box_fill(template_cells(CLASSES.index("square"))) == 1.0
+
+
 # --- load_image: helpers --------------------------------------------------------
 
 

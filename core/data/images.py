@@ -40,7 +40,9 @@ DRAW_CELLS = 16  # the image page's drawing grid: 16 x 16 cells, each 2 x 2 pixe
 DRAWING_INK, DRAWING_BACKGROUND = (240, 240, 240), (32, 32, 32)  # the page's default colours
 WOBBLE_RATE = 0.06  # of a drawing's edge cells, the fraction a hand gets wrong
 SUPERSAMPLE = 4  # sub-pixels per side when measuring how much of a pixel a shape covers
-TEMPLATE_SIZE = 22.0  # the drawing templates' shapes, centred
+# The drawing templates' shapes, centred: 12 cells across. At 22 pixels (11 cells) the circle filled 88 % of its
+# box, a rounded square (two of the twelve seed models took it for one); at 24 it fills 78 %, a circle's pi/4.
+TEMPLATE_SIZE = 24.0
 # Cluttered images take object and background colours from opposite ends of the brightness range; plain ones any
 # two colours at least PLAIN_CONTRAST apart (RGB distance), as a student would pick.
 DARK_RANGE = (0.0, 100.0)
