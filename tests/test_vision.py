@@ -280,12 +280,25 @@ def test_image_with_grid_draws_the_image_the_grid_and_the_numbers(images):
     assert len(lines) == 14  # 7 inner vertical + 7 inner horizontal lines
     outline = [shape for shape in fig.layout.shapes if shape.type == "rect"]
     assert len(outline) == 1 and (outline[0].x0, outline[0].y0) == (4, 4)
-    numbers = next(trace for trace in fig.data if trace.type == "scatter" and trace.mode == "text")
-    assert list(numbers.text) == [str(n) for n in range(1, 65)]
+    numbers = [trace for trace in fig.data if trace.type == "scatter" and trace.mode == "text"]
+    assert sorted(int(t) for trace in numbers for t in trace.text) == list(range(1, 65))
     clickable = next(trace for trace in fig.data if trace.type == "scatter" and trace.name == "patches")
     assert [int(c[0]) for c in clickable.customdata] == list(range(1, 65))
     assert (clickable.x[10], clickable.y[10]) == (10, 6)  # patch 10 = row 1, column 2: centre (10, 6)
     assert list(fig.layout.yaxis.range) == [32, 0]  # y down, as in the image
+
+
+def test_patch_numbers_are_dark_on_light_corners_and_light_on_dark_ones():
+    """White numbers on a white shape could not be read: each number takes the ink that contrasts with the corner
+    of its patch it is drawn in (a light square on dark: numbers 6, 7, 10, 11 sit on it)."""
+    image = np.full((32, 32, 3), 20, np.uint8)
+    image[8:24, 8:24] = 240  # patches (1, 1), (1, 2), (2, 1), (2, 2) of the 4 x 4 grid of 8-pixel patches
+    fig = image_with_grid(image, 8, first_token=1)
+    texts = [trace for trace in fig.data if trace.type == "scatter" and trace.mode == "text"]
+    inks = {int(t): trace.textfont.color for trace in texts for t in trace.text}
+    dark_text = {n for n, ink in inks.items() if ink != "white"}
+    assert dark_text == {6, 7, 10, 11} and len(inks) == 16
+    assert all("white" in trace.textfont.shadow for trace in texts if trace.textfont.color != "white")
 
 
 def test_attention_overlay_is_the_canvas_chart_over_the_grey_image(images):

@@ -32,11 +32,17 @@ PROBABILITY_COLOUR, PREDICTED_COLOUR = "#9ab3cf", "#1f5fa8"
 # Pieces
 # ---------------------------------------------------------------------------------------------------------
 
-def image_source(image: np.ndarray, scale: int = UPSCALE) -> str:
-    """The image upscaled by nearest neighbour as a PNG data URI (compact, and crisp in the browser)."""
+def as_uint8(image: np.ndarray) -> np.ndarray:
+    """The image as uint8 0-255 (a float image is read as 0-1)."""
     array = np.asarray(image)
     if array.dtype != np.uint8:
         array = np.clip(np.rint(np.asarray(array, dtype=float) * 255), 0, 255).astype(np.uint8)
+    return array
+
+
+def image_source(image: np.ndarray, scale: int = UPSCALE) -> str:
+    """The image upscaled by nearest neighbour as a PNG data URI (compact, and crisp in the browser)."""
+    array = as_uint8(image)
     big = np.repeat(np.repeat(array, scale, axis=0), scale, axis=1)
     buffer = io.BytesIO()
     Image.fromarray(big).save(buffer, format="PNG")
@@ -99,6 +105,20 @@ def _token_numbers(rows: int, cols: int, first: int) -> np.ndarray:
 # The image and its patches
 # ---------------------------------------------------------------------------------------------------------
 
+NUMBER_INKS = {False: ("white", "black"), True: ("#111111", "white")}  # on a light corner?: (text, its halo)
+LIGHT_LUMA = 128  # a corner whose mean luma (0-255, Rec. 601) is above this is light
+
+
+def numbers_on_light(image: np.ndarray, patch: int) -> np.ndarray:
+    """Per patch, row by row: whether the corner its number is drawn in (the top-left quarter) is light, so that
+    the number is drawn dark there (white on a white shape could not be read)."""
+    luma = as_uint8(image)[..., :3].astype(float) @ np.array([0.299, 0.587, 0.114])  # [H, W]
+    rows, cols = luma.shape[0] // patch, luma.shape[1] // patch
+    half = max(patch // 2, 1)
+    corners = luma[: rows * patch, : cols * patch].reshape(rows, patch, cols, patch)[:, :half, :, :half]
+    return corners.mean(axis=(1, 3)).ravel() > LIGHT_LUMA
+
+
 def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selected: int | None = None,
                     numbers: bool = True, height: int = 420) -> go.Figure:
     """The image with its patch grid; each patch labelled with its token position n (first_token = 1 when a
@@ -124,11 +144,14 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
                       clickmode="event+select", dragmode=False)
     if numbers:
         font_size = max(7, min(12, int(height / rows / 3.2)))
-        fig.add_trace(go.Scatter(x=np.tile(xs, rows) - patch * 0.42, y=np.repeat(ys, cols) - patch * 0.3,
-                                 mode="text", text=[str(t) for t in tokens.ravel()], textposition="middle right",
-                                 textfont=dict(size=font_size, color="white",
-                                               shadow="1px 1px 1px black, -1px -1px 1px black"),
-                                 hoverinfo="skip", showlegend=False))
+        x, y = np.tile(xs, rows) - patch * 0.42, np.repeat(ys, cols) - patch * 0.3
+        on_light = numbers_on_light(image, patch)
+        for light, (ink, halo) in NUMBER_INKS.items():  # dark numbers on light corners, light ones on dark
+            pick = on_light == light
+            fig.add_trace(go.Scatter(x=x[pick], y=y[pick], mode="text", text=[str(t) for t in tokens.ravel()[pick]],
+                                     textposition="middle right", hoverinfo="skip", showlegend=False,
+                                     textfont=dict(size=font_size, color=ink,
+                                                   shadow=f"1px 1px 1px {halo}, -1px -1px 1px {halo}")))
     _patch_axes(fig, h, w)
     _square(fig, 1)
     return fig
