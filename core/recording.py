@@ -46,7 +46,10 @@ def block_hook(layer: int, name: str) -> str:
 
 @dataclass
 class Recording:
-    """Everything one forward pass computed for one sequence, plus what it was computed from."""
+    """Everything one forward pass computed for one sequence, plus what it was computed from.
+
+    A pass without gradients records inference tensors (Transformer.forward): read them, or compute with them
+    under torch.no_grad(); autograd cannot save them (clone one to differentiate through it)."""
 
     config: ModelConfig
     tensors: dict[str, torch.Tensor]

@@ -176,9 +176,23 @@ def test_token_norm_statistics_match_layer_norm():
     np.testing.assert_allclose(rec["blocks.0.ln1.hook_mean"], x.mean(-1).numpy(), atol=1e-6)
     np.testing.assert_allclose(rec["blocks.0.ln1.hook_scale"][:, 0],
                                torch.sqrt(x.var(-1, unbiased=False) + ln.eps).numpy(), rtol=1e-5)
-    after = F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps).detach()  # what attention reads
+    with torch.no_grad():  # recorded tensors are inference tensors: autograd may not save them
+        after = F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps)  # what attention reads
     q = after @ model.blocks[0].attn.W_Q.weight.detach().T
     np.testing.assert_allclose(rec["blocks.0.attn.hook_q"].reshape(10, -1), q.numpy(), atol=1e-5)
+
+
+def test_a_pass_without_gradients_runs_in_inference_mode_and_one_with_gradients_trains():
+    model = text_model()
+    with torch.no_grad():
+        quiet = model(ids(12), record=True)
+    assert quiet.logits.is_inference() and quiet.recording.tensors["blocks.1.attn.hook_pattern"].is_inference()
+    model.train()
+    tracked = model(ids(12))
+    assert not tracked.logits.is_inference() and tracked.logits.requires_grad
+    tracked.logits.sum().backward()  # a mask made in the pass above, in inference mode, is read here
+    assert model.blocks[0].attn.W_Q.weight.grad.abs().sum() > 0
+    torch.testing.assert_close(tracked.logits.detach(), quiet.logits, rtol=0, atol=0)  # dropout is 0: same numbers
 
 
 def test_residual_stream_is_the_sum_of_its_parts():
