@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from pages._common import drop_non_finite_numbers, presenter_mode
+from pages._common import drop_non_finite_numbers, presenter_mode, recorder
 
 torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
 # The icon is a file we ship: a Material or emoji icon would be fetched from a font server or CDN on every page.
@@ -47,6 +47,7 @@ def training_processes() -> None:
 
 
 training_processes()
+recorder()  # started with the first page: its thread faults in the recordings' memory while that page loads
 pg = st.navigation(PAGES)
 drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itself would crash on inf in a link
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page

@@ -18,6 +18,7 @@ import string
 import sys
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.runtime.state.session_state_proxy import get_session_state  # noqa: E402
 
 from core import pretrained, registry  # noqa: E402
+from core.allocator import prefault  # noqa: E402
 from core.checkpoint import ModelCard  # noqa: E402
 from core.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS, ConfigError  # noqa: E402
 from core.lru import ByteLRU  # noqa: E402
@@ -253,17 +255,30 @@ def shared_result(function):
     return cached
 
 
+@st.cache_resource
+def recorder() -> ThreadPoolExecutor:
+    """The one thread that runs the recorded forward passes the store keeps, for every session. Its memory is
+    faulted in up front, the store's budget of it (core/allocator.py: at 512 tokens a pass took 200 ms, 150 ms of
+    them page faults, while the store was filling); sessions' scripts run in ever new threads, each with its own
+    allocator arena, where pages freed by one are not at hand for the next. One thread also runs the passes one
+    at a time, as the one shared core of a small server does anyway."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
+    executor.submit(prefault, RESULTS_MB * 2**20)
+    return executor
+
+
 @shared_result
 def _recording(model: str, text: str, mask: str | None, window: int, stride: int, pe: str | None,
                directory: str) -> Recording | str:
-    """The recording, or the one-line message saying why the text or setting cannot be run."""
+    """The recording (computed in the recorder thread), or the one-line message saying why the text or setting
+    cannot be run."""
     try:
         transformer, card = get_model(model, directory)
         spec = None
         if mask is not None:
             cfg = transformer.cfg
             spec = MaskSpec(mask, window or cfg.window, cfg.is_causal, stride or cfg.stride)
-        return record_text(transformer, text, mask=spec, pe=pe, card=card)
+        return recorder().submit(record_text, transformer, text, mask=spec, pe=pe, card=card).result()
     except (TextInputError, ConfigError, registry.UnknownModelError, ValueError) as error:
         return str(error)  # ValueError: e.g. a length the model refuses
 

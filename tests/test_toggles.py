@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -110,3 +111,27 @@ def test_image_lab_shows_charts_for_every_encoding(apply):
         pe = at.selectbox(key="pe").select_index(index).run().selectbox(key="pe").value
         assert not at.exception and not at.error, (apply, pe, [e.value for e in at.exception or at.error])
         assert at.get("plotly_chart"), (apply, pe)
+
+
+
+def test_recordings_are_computed_in_the_recorder_thread(monkeypatch):
+    """pages._common.recorder: every session's recorded passes run in its one thread (its memory faulted in up
+    front), with the numbers record_text gives anywhere."""
+    import threading
+
+    import pages._common as common
+
+    real, threads = common.record_text, []
+
+    def record_text(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(common, "record_text", record_text)
+    text = "the recorder thread reads this sentence ."
+    recording = get_recording(Setting("lm-rope"), text)
+    assert threads == ["recorder_0"]
+    model, card = registry.load_model("lm-rope")
+    here = real(model, text, card=card)
+    for layer in range(recording.n_layers):
+        np.testing.assert_array_equal(recording.pattern(layer), here.pattern(layer))

@@ -1,7 +1,7 @@
 """How fast the text explorer redraws in a real browser, beside a trivial Streamlit page timed the same way.
 
-    python tests/benchmarks/bench_browser.py [--sizes 16 64 256 512 1024] [--repeats 3] [--json out.json]
-    python tests/benchmarks/bench_browser.py --pages [--repeats 3] [--json out.json]
+    python tests/benchmarks/bench_browser.py [--sizes 16 64 256 512 1024] [--repeats 5] [--json out.json]
+    python tests/benchmarks/bench_browser.py --pages [--repeats 5] [--json out.json]
 
 --pages times, instead, a widget change on every page with a layer and head picker (the text explorer, the maths,
 the cost of attention, the encoder–decoder, the image page): a click on another head, until the page is redrawn,
@@ -374,7 +374,8 @@ def print_row(row: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 512, 1024])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="texts per size (medians; 3 left the 512-token ratios 0.3 apart from run to run)")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--model", help="the model to run (default: the bundled text model with the longest context)")
     parser.add_argument("--pages", action="store_true", help="time a head change on every page with a head picker")
