@@ -23,7 +23,7 @@ import ctypes.util
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 32 << 20  # blocks up to 32 MiB come from the heap: a [4, 1024, 1024] float32 pattern is 16 MiB
-TRIM_THRESHOLD = 256 << 20  # the heap's free top is given back beyond 256 MiB
+TRIM_THRESHOLD = 512 << 20  # the heap's free top is given back beyond 512 MiB: more than prefault's 256 MiB
 TOP_PAD = 64 << 20  # and grown 64 MiB at a time: as large as a thread arena's heap, which glibc then never unmaps
 PREFAULT_BLOCK = 16 << 20  # prefault's blocks: under MMAP_THRESHOLD, so they come from the arena's heap
 
