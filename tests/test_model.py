@@ -465,9 +465,11 @@ def test_freed_memory_is_kept_for_the_next_forward_pass():
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
-def test_a_thread_reuses_its_prefaulted_memory_without_page_faults():
+@pytest.mark.parametrize("where", ["a new thread", "the main thread"])
+def test_a_thread_reuses_its_prefaulted_memory_without_page_faults(where):
     """core.allocator.prefault: what the same thread allocates next, up to what it prefaulted, is in place already
-    (tensors written in full fault in none of their pages; without prefault, every one)."""
+    (tensors written in full fault in none of their pages; without prefault, every one), in a thread's own malloc
+    arena and in the main one (which gave back a prefault at its trim threshold)."""
     import resource
     import threading
 
@@ -482,7 +484,10 @@ def test_a_thread_reuses_its_prefaulted_memory_without_page_faults():
         faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
         del tensors
 
-    thread = threading.Thread(target=allocate)
-    thread.start()
-    thread.join()
+    if where == "the main thread":
+        allocate()
+    else:
+        thread = threading.Thread(target=allocate)
+        thread.start()
+        thread.join()
     assert faults and faults[0] < pages // 10, (faults, pages)
