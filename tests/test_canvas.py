@@ -29,6 +29,39 @@ def test_pack_and_unpack_give_back_every_number(n):
     assert len(payload) % 4 == 0  # every part padded to 4 bytes
 
 
+def test_a_masked_head_sends_its_open_cells_only_and_reads_back_whole():
+    """Under a causal mask the weights and scores travel at the open cells only (unpack, like heatmap.js, puts the
+    masked cells' 0 and −∞ back); a head with nothing masked, or whose masked cells are not 0 and −∞, sends all."""
+    n = 64
+    pattern, scores = causal_head(n)
+    tokens = [f"t{i}" for i in range(n)]
+    open_cells = n * (n + 1) // 2
+    for notation in ("common", "paper"):
+        spec = head_heatmap_spec(pattern, tokens, scores, notation=notation)
+        assert spec["at_open_cells"] == {"weight": "0", "score": "-Infinity"}
+        back = unpack(pack(spec))
+        for name, array in spec["arrays"].items():
+            np.testing.assert_array_equal(back["arrays"][name], array)
+        assert {entry["name"]: entry["sent"] for entry in unpack_header(pack(spec))} == {
+            "masked": n * n, "weight": open_cells, "score": open_cells}
+    unmasked = head_heatmap_spec(np.full((n, n), 1 / n, np.float32), tokens, np.zeros((n, n), np.float32))
+    leaky = pattern.copy()
+    leaky[0, 1] = 1e-9  # a masked cell that is not 0: sent as it is
+    for spec in (unmasked, head_heatmap_spec(leaky, tokens, scores)):
+        assert "at_open_cells" not in spec
+        assert {entry["sent"] for entry in unpack_header(pack(spec))} == {n * n}
+        np.testing.assert_array_equal(unpack(pack(spec))["arrays"]["weight"], spec["arrays"]["weight"])
+
+
+def unpack_header(payload: bytes) -> list[dict]:
+    """The JSON header's array entries: names, shapes and how many values were sent."""
+    import json
+    import struct
+
+    (length,) = struct.unpack_from("<I", payload)
+    return json.loads(payload[4:4 + length])["arrays"]
+
+
 def test_head_spec_orients_by_notation_and_marks_masked_cells():
     pattern, scores = causal_head(6)
     tokens = ["[BOS]", "the", "cat", "sat", "on", "."]

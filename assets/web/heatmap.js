@@ -14,14 +14,22 @@ function readPayload(bytes) {
   let offset = padded(4 + length);
   const arrays = {};
   for (const entry of spec.arrays) {
-    const count = entry.shape.reduce((a, b) => a * b, 1);
+    const count = entry.sent;
     arrays[entry.name] = entry.dtype === "float32"
       ? new Float32Array(data.buffer, offset, count) : new Uint8Array(data.buffer, offset, count);
     offset += padded(count * (entry.dtype === "float32" ? 4 : 1));
   }
+  for (const [name, fill] of Object.entries(spec.at_open_cells || {}))
+    arrays[name] = atOpenCells(arrays[name], arrays.masked, Number(fill));
   spec.data = arrays;
   if (spec.color) [spec.rows, spec.cols] = spec.arrays.find(entry => entry.name === spec.color).shape;
   return spec;
+}
+
+function atOpenCells(sent, masked, fill) { // the open cells' values, in order, back among the masked cells' `fill`
+  const full = new Float32Array(masked.length);
+  for (let i = 0, k = 0; i < masked.length; i++) full[i] = masked[i] ? fill : sent[k++];
+  return full;
 }
 
 function maskedAt(spec, r, c) { // a tiled overview sends one tile's mask, the same for every head

@@ -10,6 +10,11 @@ place. The spec here says everything the chart shows; `pack` turns it into the b
     uint32 little-endian L | L bytes of JSON (the spec without its arrays) | zero padding to a multiple of 4 |
     each array in spec["arrays"] order, C order, little-endian (float32 or uint8), each padded the same way
 
+An array named in spec["at_open_cells"] (name -> the value every masked cell holds, "0" or "-Infinity") travels
+as its open cells only, in C order, and the reader puts the masked cells back: under a causal mask a head's weights
+and scores are half the bytes (at 512 tokens 1.3 MB a chart, not 2.4), and its masked cells are exactly 0 and −∞ as
+recorded (head_heatmap_spec checks that before it asks for this).
+
 Orientation follows the notation as in core.figures.attention: rows are queries in common notation, keys in
 the paper's (where each column sums to 1).
 """
@@ -68,6 +73,10 @@ def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.nda
     if scores is not None:
         spec["arrays"]["score"] = oriented(np.asarray(scores), notation)
         spec["fields"].append({"name": "score", "array": "score", "digits": 3})
+    shut = spec["arrays"]["masked"].astype(bool)
+    if shut.any() and not (spec["arrays"]["weight"][shut] != 0).any() and (
+            scores is None or np.isneginf(spec["arrays"]["score"][shut]).all()):
+        spec["at_open_cells"] = {"weight": "0", **({"score": "-Infinity"} if scores is not None else {})}
     spec.update(color="weight", zmin=0.0, zmax=1.0, colorscale=WEIGHT_COLORSCALE, colorbar_title="weight (0 … 1)")
     if divider is not None:
         if not 0 < divider < n:
@@ -206,8 +215,12 @@ def pack(spec: dict, **extra) -> bytes:
     """The spec (and `extra` keys, such as the PNG's file name) as the bytes the canvas chart reads."""
     arrays = {name: np.ascontiguousarray(value, dtype=np.uint8 if value.dtype in (bool, np.uint8) else np.float32)
               for name, value in spec["arrays"].items()}
+    shapes = {name: list(value.shape) for name, value in arrays.items()}
+    open_cells = arrays["masked"] == 0 if spec.get("at_open_cells") else None
+    for name in spec.get("at_open_cells", ()):
+        arrays[name] = arrays[name][open_cells]  # [open cells], C order
     header = {**{k: v for k, v in spec.items() if k != "arrays"}, **extra,
-              "arrays": [{"name": name, "dtype": str(value.dtype), "shape": list(value.shape)}
+              "arrays": [{"name": name, "dtype": str(value.dtype), "shape": shapes[name], "sent": int(value.size)}
                          for name, value in arrays.items()]}
     text = json.dumps(header, ensure_ascii=False, allow_nan=False).encode()
     parts = [struct.pack("<I", len(text)), text, _padding(4 + len(text))]
@@ -230,11 +243,18 @@ def unpack(payload: bytes) -> dict:
     arrays = {}
     for entry in spec["arrays"]:
         dtype = np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<")
-        count = int(np.prod(entry["shape"]))
-        arrays[entry["name"]] = np.frombuffer(payload, dtype, count, offset).reshape(entry["shape"])
+        count = entry["sent"]
+        arrays[entry["name"]] = np.frombuffer(payload, dtype, count, offset)
         offset += count * dtype.itemsize + len(_padding(count * dtype.itemsize))
     if offset != len(payload):
         raise ValueError(f"payload has {len(payload) - offset} bytes past its arrays")
+    for entry in spec["arrays"]:
+        name, shape = entry["name"], entry["shape"]
+        if name in spec.get("at_open_cells", {}):  # the masked cells put back, as heatmap.js does
+            full = np.full(shape, float(spec["at_open_cells"][name]), arrays[name].dtype)
+            full[arrays["masked"].reshape(shape) == 0] = arrays[name]
+            arrays[name] = full
+        arrays[name] = arrays[name].reshape(shape)
     return {**spec, "arrays": arrays}
 
 
