@@ -259,9 +259,9 @@ def shared_result(function):
 def recorder() -> ThreadPoolExecutor:
     """The one thread that runs the recorded forward passes the store keeps, for every session. Its memory is
     faulted in up front, the store's budget of it (core/allocator.py: at 512 tokens a pass took 200 ms, 150 ms of
-    them page faults, while the store was filling); sessions' scripts run in ever new threads, each with its own
-    allocator arena, where pages freed by one are not at hand for the next. One thread also runs the passes one
-    at a time, as the one shared core of a small server does anyway."""
+    them page faults, while the store was filling; glibc may give some of it back later, see there); sessions'
+    scripts run in ever new threads, with other allocator arenas, where pages freed by one are not at hand for the
+    next. One thread also runs the passes one at a time, as the one shared core of a small server does anyway."""
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
     executor.submit(prefault, RESULTS_MB * 2**20)
     return executor
