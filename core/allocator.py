@@ -31,11 +31,15 @@ TOP_PAD = 64 << 20  # grown 64 MiB at a time (a thread arena's whole heap), and 
 PREFAULT_BLOCK = 16 << 20  # prefault's blocks: under MMAP_THRESHOLD, so they come from the arena's heap
 
 
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
 def keep_freed_memory() -> bool:
     """Set glibc's thresholds (see the module's docstring); False where the C library is not glibc (macOS,
     Windows, musl), which is left as it is."""
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
@@ -49,7 +53,7 @@ def prefault(nbytes: int) -> bool:
     in one by one. False, doing nothing, where keep_freed_memory cannot set glibc's thresholds."""
     if not keep_freed_memory():
         return False
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc = _libc()
     libc.malloc.argtypes, libc.malloc.restype = (ctypes.c_size_t,), ctypes.c_void_p
     libc.free.argtypes, libc.free.restype = (ctypes.c_void_p,), None
     blocks = [libc.malloc(PREFAULT_BLOCK) for _ in range(-(-nbytes // PREFAULT_BLOCK))]

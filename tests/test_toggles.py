@@ -113,7 +113,6 @@ def test_image_lab_shows_charts_for_every_encoding(apply):
         assert at.get("plotly_chart"), (apply, pe)
 
 
-
 def test_recordings_are_computed_in_the_recorder_thread(monkeypatch):
     """pages._common.recorder: every session's recorded passes run in its one thread (its memory faulted in up
     front), with the numbers record_text gives anywhere."""

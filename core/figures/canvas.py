@@ -74,7 +74,7 @@ def head_heatmap_spec(pattern: np.ndarray, tokens: Sequence[str], scores: np.nda
         spec["arrays"]["score"] = oriented(np.asarray(scores), notation)
         spec["fields"].append({"name": "score", "array": "score", "digits": 3})
     shut = spec["arrays"]["masked"].astype(bool)
-    if shut.any() and not (spec["arrays"]["weight"][shut] != 0).any() and (
+    if shut.any() and (spec["arrays"]["weight"][shut] == 0).all() and (
             scores is None or np.isneginf(spec["arrays"]["score"][shut]).all()):
         spec["at_open_cells"] = {"weight": "0", **({"score": "-Infinity"} if scores is not None else {})}
     spec.update(color="weight", zmin=0.0, zmax=1.0, colorscale=WEIGHT_COLORSCALE, colorbar_title="weight (0 … 1)")
