@@ -1,8 +1,8 @@
 """Attention Lab: `streamlit run app.py`.
 
-Pages live in pages/, one file each; shared widgets and cached loaders in pages/_common.py.
+Pages live in pages/, one file each; shared widgets and cached loaders in pages/ui/, one job a module.
 To add a page, add one line to PAGES below. Its url_path must be the file's name (pages/x.py -> "x"): on a fresh
-server's first run Streamlit looks a deep link up among the files of pages/ (see pages/_common.py).
+server's first run Streamlit looks a deep link up among the files of pages/ (see pages/ui/__init__.py).
 """
 
 import threading
@@ -11,7 +11,9 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from pages._common import drop_non_finite_numbers, presenter_mode, recorder
+from pages.ui.presentation import presenter_mode
+from pages.ui.safety import drop_non_finite_numbers
+from pages.ui.store import recorder
 
 torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
 # The icon is a file we ship: a Material or emoji icon would be fetched from a font server or CDN on every page.
@@ -35,14 +37,14 @@ PAGES = [
 
 
 def _start_training_processes() -> None:
-    from core.live import warm_up  # imported here, in the background: the first page does not wait for it
+    from core.training.live.worker import warm_up  # imported in the background: the first page does not wait
 
     warm_up()
 
 
 @st.cache_resource(show_spinner=False)
 def training_processes() -> None:
-    """Once per server: the fork server that live-training runs come from starts in the background (core/live.py)."""
+    """Once per server: the fork server that live-training runs come from starts in the background (core/training/live/)."""
     threading.Thread(target=_start_training_processes, name="warm-training", daemon=True).start()
 
 

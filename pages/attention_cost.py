@@ -1,7 +1,7 @@
 """Cost of attention: softmax attention vs linear attention (seed 003 §6.2), measured live on this machine, and the
 two compared on a bundled model's real queries, keys and values.
 
-All numbers come from core/linear_attention.py: the timings and tensor sizes are measured when the button is pressed
+All numbers come from core/lessons/linear_attention.py: the timings and tensor sizes are measured when the button is pressed
 (cached per setting), the comparison is computed on the recording.
 
 URL parameters (all widgets are bound): model, notation, presenter (sidebar); max_n, causal, head_dim (the
@@ -20,13 +20,16 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.figures.maths import cost_figure, token_agreement_bars  # noqa: E402
-from core.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelComparison,  # noqa: E402
-                                   compare_on_recording, fitted_slope, measure_cost)
-from core.predictions import closeness, nearest_factor  # noqa: E402
-from pages._common import (BIND, chart, layer_head_picker, model_picker, notation_switch,  # noqa: E402
-                           predict_then_reveal, show_grade, text_cards, typed_text_recording,
-                           until_revealed)
-from pages._heatmap import head_chart  # noqa: E402
+from core.lessons.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelComparison,  # noqa: E402
+                                           compare_on_recording, fitted_slope, measure_cost)
+from core.lessons.predictions import closeness, nearest_factor  # noqa: E402
+from pages.ui.heatmap import head_chart  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import model_picker, text_cards  # noqa: E402
+from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.text_input import typed_text_recording  # noqa: E402
+from pages.ui.widgets import BIND, layer_head_picker, notation_switch  # noqa: E402
+
 N_CHOICES = [64, 128, 256, 512, 1024, 2048, 4096]
 HEAD_DIMS = [16, 32, 64]
 REPEATS = 5

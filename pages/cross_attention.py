@@ -2,7 +2,7 @@
 self-attention, the decoder's masked self-attention and the cross-attention between them, the alignment — with
 teacher forcing and free (greedy) generation side by side. Seed 003 §3.1 and §6.3, seed 002 "The Decoder".
 
-Every number comes from core/seq2seq.py (the recordings of one sentence); the rules' translation and alignment
+Every number comes from core/model/seq2seq.py (the recordings of one sentence); the rules' translation and alignment
 from core/data/translation.py. URL parameters (all widgets are bound): model, notation, presenter (sidebar);
 source, dec_layer, head, overlay, enc_layer, enc_head, predict_align, predict_free.
 """
@@ -24,11 +24,14 @@ from core.data.translation import (HELDOUT_SEED, SourceSentence, TranslationInpu
                                    read_source, vocabularies)
 from core.figures.attention import HEAD_COLORS  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
-from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun, alignment_mass,  # noqa: E402
-                          list_seq2seq_cards, load_seq2seq, run_translation)
-from pages._common import (BIND, chart, keep_in_range, known_words_expander, literal, notation_switch,  # noqa: E402
-                           predict_then_reveal, revealed, show_grade, show_input_error, until_revealed)
-from pages._heatmap import head_chart  # noqa: E402
+from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun,  # noqa: E402
+                                alignment_mass, list_seq2seq_cards, load_seq2seq, run_translation)
+from pages.ui.heatmap import head_chart  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
+from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.safety import literal, show_input_error  # noqa: E402
+from pages.ui.text_input import known_words_expander  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range, notation_switch  # noqa: E402
 
 DEFAULT_MODEL = "tailish"
 DEFAULT_SOURCE = "the dog that the children loved chased two old cats ."
@@ -107,7 +110,7 @@ def seq2seq_picker() -> Seq2SeqCard:
     """The sidebar model picker (URL key `model`) and the model's held-out scores; stops when there is none."""
     cards = list_seq2seq_cards(seq2seq_dir())
     if not cards:
-        st.info(f"No encoder–decoder yet in `{seq2seq_dir()}`: train it with `python -m core.train_seq2seq` "
+        st.info(f"No encoder–decoder yet in `{seq2seq_dir()}`: train it with `python -m core.training.train_seq2seq` "
                 "(about ten minutes on a CPU), then reload the page.", icon="⏳")
         st.stop()
     names = [card.name for card in cards]

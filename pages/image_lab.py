@@ -1,7 +1,7 @@
 """Image attention: see a small vision transformer cut an image into patches, turn them into tokens and attend.
 
 Seed 001 §1.1 figure 2 (x_n = W p_n + e_n) and §4.2 (a CLS token at n = 0, the class read from x_0 after the last
-block). The numbers come from core/vision.py (a recording of one forward pass); this page only renders them.
+block). The numbers come from core/lessons/vision.py (a recording of one forward pass); this page only renders them.
 
 URL parameters (all widgets but the upload and the drawing grid are bound): model, notation (sidebar); source,
 sample, start, ink, background, pe, apply, layer, head, patch, rollout_from, opacity.
@@ -20,22 +20,24 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core import registry  # noqa: E402
-from core.checkpoint import ModelCard  # noqa: E402
-from core.config import ConfigError  # noqa: E402
 from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, NOTHING, SHAPES, TEST_SETS,  # noqa: E402
-                               generate_test_set, mask_grid, template_cells)
+                              generate_test_set, mask_grid, template_cells)
 from core.figures.canvas import image_overlay_spec  # noqa: E402
 from core.figures.images import class_probability_bars, figure2_strip, image_with_grid  # noqa: E402
-from core.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageBusyError,  # noqa: E402
-                           ImageInputError, LoadedImage, load_image)
-from core.vision import (ImageRecording, image_encodings, patch_attention,  # noqa: E402
-                         patch_token, readout_attention, record_image, rollout_grid)
-from pages._common import (APPLY_LABELS, BIND, IMAGE_PRETRAINED, OPENED, OWN, PICK_NEXT,  # noqa: E402
-                           chosen_setting, get_model, is_pretrained, keep_in_range, keep_in_url, layer_head_picker,
-                           literal, model_cards, model_from_link, model_label, models_dir, notation_switch,
-                           open_linked_model, open_pretrained_model, plotly_chart, show_input_error)
-from pages._heatmap import heatmap  # noqa: E402
+from core.lessons.vision import (ImageRecording, image_encodings, patch_attention, patch_token,  # noqa: E402
+                                 readout_attention, record_image, rollout_grid)
+from core.model import registry  # noqa: E402
+from core.model.checkpoint import ModelCard  # noqa: E402
+from core.model.config import ConfigError  # noqa: E402
+from core.serving.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageBusyError,  # noqa: E402
+                                   ImageInputError, LoadedImage, load_image)
+from pages.ui.heatmap import heatmap  # noqa: E402
+from pages.ui.models import (IMAGE_PRETRAINED, OPENED, PICK_NEXT, get_model, is_pretrained, model_cards,  # noqa: E402
+                             model_from_link, model_label, models_dir, open_linked_model, open_pretrained_model)
+from pages.ui.presentation import plotly_chart  # noqa: E402
+from pages.ui.safety import literal, show_input_error  # noqa: E402
+from pages.ui.toggles import APPLY_LABELS, OWN, chosen_setting  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range, keep_in_url, layer_head_picker, notation_switch  # noqa: E402
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -55,7 +57,7 @@ NO_BAR = {"displaylogo": False, "displayModeBar": False}
 
 def image_cards() -> list[ModelCard]:
     """The image models' cards, bundled then saved runs (read each run: models appear while training finishes),
-    then the user's pretrained ViTs (core/pretrained.py)."""
+    then the user's pretrained ViTs (core/model/pretrained.py)."""
     opened = tuple(st.session_state.get(OPENED, ()))
     return model_cards(IMAGE_TASKS) + [card for card in registry.pretrained_cards(opened)
                                        if card.task in IMAGE_PRETRAINED]
@@ -64,7 +66,7 @@ def image_cards() -> list[ModelCard]:
 @st.cache_data(show_spinner=False, max_entries=len(TEST_SETS))
 def held_out_samples(test_set: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Images, labels and masks of a held-out test set (never trained on): the images the model cards' accuracy on
-    that set is measured on (core/evaluate.py)."""
+    that set is measured on (core/training/evaluate.py)."""
     return generate_test_set(test_set, SAMPLE_COUNT, HELDOUT_SEED)
 
 

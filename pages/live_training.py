@@ -2,7 +2,7 @@
 gradient clipping, dropout, label smoothing; seed 004: post-normalisation needs a warm-up; seed 001 §5: training
 grows unstable, clipping and decaying rates help).
 
-The run trains in a background thread of the server (core/live.py); this page holds only its id (in the session and
+The run trains in a background thread of the server (core/training/live/); this page holds only its id (in the session and
 in the URL, so a reload finds it again) and polls it with a fragment while it trains. Every number shown is one the
 run computed: per-step loss, accuracy, rate and gradient norms, and snapshots of the model's own recording of one
 held-out example.
@@ -24,19 +24,25 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core import registry  # noqa: E402
-from core.analysis import best_head  # noqa: E402
-from core.config import ConfigError  # noqa: E402
 from core.figures.canvas import overview_spec  # noqa: E402
 from core.figures.training import gradient_norm_figure, lines_over_steps, run_color, training_curves  # noqa: E402
-from core.live import (PATTERN_THRESHOLD, RECIPES, RUNS, TASK_LABELS, TASKS, LiveRun, NotOwnerError,  # noqa: E402
-                       QuotaError, RunSpec, RunStateError, RunView, ServerBusyError, SessionBusyError, Snapshot,
-                       accuracy_guide, archive, encodings_for, masks_for, rate_curve)
-from core.train import SCHEDULES, noam_peak  # noqa: E402
-from core.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
-from pages._common import (BIND, browser_id, chart, literal, models_dir, notation_switch,  # noqa: E402
-                           predict_then_reveal, show_grade, until_revealed)
-from pages._heatmap import head_chart, heatmap  # noqa: E402
+from core.lessons.analysis import best_head  # noqa: E402
+from core.lessons.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
+from core.model import registry  # noqa: E402
+from core.model.config import ConfigError  # noqa: E402
+from core.training.live.runs import (RUNS, LiveRun, NotOwnerError, QuotaError, RunStateError,  # noqa: E402
+                                     ServerBusyError, SessionBusyError, archive)
+from core.training.live.spec import (RECIPES, TASK_LABELS, TASKS, RunSpec, accuracy_guide, encodings_for,  # noqa: E402
+                                     masks_for, rate_curve)
+from core.training.live.worker import PATTERN_THRESHOLD, RunView, Snapshot  # noqa: E402
+from core.training.train import SCHEDULES, noam_peak  # noqa: E402
+from pages.ui.browser import browser_id  # noqa: E402
+from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import models_dir  # noqa: E402
+from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.safety import literal  # noqa: E402
+from pages.ui.widgets import BIND, notation_switch  # noqa: E402
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
 DEFAULT = RunSpec()
@@ -224,7 +230,7 @@ def pattern_note(view: RunView) -> None:
 
 def result_note(view: RunView) -> None:
     """The run's accuracy and loss now (mean of the last 25 steps), and what they mean for its task: the level of
-    a model that learned only the easy part, and the level of one that learned the task (core.live.accuracy_guide).
+    a model that learned only the easy part, and the level of one that learned the task (core.training.live.accuracy_guide).
     When the run has ended, a verdict."""
     guide = accuracy_guide(view.spec.task)
     accuracy, loss = (float(np.mean(view.history[name][-25:])) for name in ("accuracy", "loss"))

@@ -26,18 +26,22 @@ import torch  # noqa: E402
 
 from core.figures.generation import (CELL_SELECTION, generation_spec, incremental_heatmap, mask_grid,  # noqa: E402
                                      next_token_bars)
-from core.generation import CacheCheck, Generation, Sampling, cache_check, generate  # noqa: E402
-from core.lens import stream_labels  # noqa: E402
-from core.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells, fully_masked_rows,  # noqa: E402
-                        parse_cells, sees_later_tokens)
-from core.position_lab import ROUNDING, incremental_change  # noqa: E402
-from core.record import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
-from core.recording import Recording  # noqa: E402
-from core.predictions import cache_agreement, changed_count, empty_row  # noqa: E402
-from pages._common import (BIND, DEFAULT_TEXT, chart, get_model, keep_in_range, literal, model_picker,  # noqa: E402
-                           models_dir, predict_then_reveal, revealed, shared_result, show_grade,
-                           show_input_error, text_cards, until_revealed)
-from pages._heatmap import head_chart, heatmap  # noqa: E402
+from core.lessons.generation import CacheCheck, Generation, Sampling, cache_check, generate  # noqa: E402
+from core.lessons.lens import stream_labels  # noqa: E402
+from core.lessons.position_lab import ROUNDING, incremental_change  # noqa: E402
+from core.lessons.predictions import cache_agreement, changed_count, empty_row  # noqa: E402
+from core.model.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells, fully_masked_rows,  # noqa: E402
+                              parse_cells, sees_later_tokens)
+from core.model.recording import Recording  # noqa: E402
+from core.model.run import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
+from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
+from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.safety import literal, show_input_error  # noqa: E402
+from pages.ui.store import shared_result  # noqa: E402
+from pages.ui.text_input import DEFAULT_TEXT  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "

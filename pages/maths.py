@@ -1,7 +1,7 @@
 """The maths, step by step: one layer of a bundled text model recomputed in the seed paper's notation (seed 001 §2).
 
 X is D×N (tokens across), A_h is N×N normalised over its columns, MHSA = Σ_h V_h X A_h. Every number shown is
-recomputed by core/maths.py from the previous step and the model's weights, and checked against the recording.
+recomputed by core/lessons/maths.py from the previous step and the model's weights, and checked against the recording.
 
 URL parameters (all widgets are bound): model, presenter (sidebar); text, layer, head, token, maths_step (the
 step on screen, or all of them), predict_top, predict_forms.
@@ -21,12 +21,16 @@ import streamlit as st  # noqa: E402
 
 from core.figures.attention import softmax_row_bar  # noqa: E402
 from core.figures.maths import matrix_heatmap, token_axis_labels  # noqa: E402
-from core.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
-from core.predictions import closeness  # noqa: E402
-from pages._common import (BIND, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
-                           layer_head_picker, literal, model_picker, models_dir, predict_then_reveal,
-                           show_grade, text_cards, token_choices, typed_text_recording, until_revealed)
-from pages._heatmap import head_chart  # noqa: E402
+from core.lessons.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, layer_maths  # noqa: E402
+from core.lessons.predictions import closeness  # noqa: E402
+from pages.ui.heatmap import head_chart  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
+from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.safety import literal  # noqa: E402
+from pages.ui.store import Setting, get_recording  # noqa: E402
+from pages.ui.text_input import token_choices, typed_text_recording  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range, layer_head_picker  # noqa: E402
 
 FORMS = ["identical, up to rounding", "close, but not the same", "different"]
 FORM_TITLES = {"multi-head sum": "The paper: a sum over the heads",  # step -> title (core's would answer the prompt)
@@ -270,6 +274,6 @@ if shows(6):
 # --- glossary ------------------------------------------------------------------------------------------------
 if shows(7):
     st.header("Glossary")
-    st.caption("The paper's names, the code's (core/model.py), the recording's hook names and the common ones. "
+    st.caption("The paper's names, the code's (core/model/transformer.py), the recording's hook names and the common ones. "
                "The paper's D×N matrices are the code's N×D tensors transposed.")
     st.table(pd.DataFrame(GLOSSARY, columns=GLOSSARY_COLUMNS).set_index(GLOSSARY_COLUMNS[0]))

@@ -2,7 +2,7 @@
 
 Sections: each encoding as a table (position × feature) and the similarity of positions; RoPE turning one query/key
 feature pair; ALiBi and relative biases per head; the permutation demonstration ("herbivores eat plants").
-Every number is computed by core/position_lab.py from the model or a run of it. Each section is a fragment: its own
+Every number is computed by core/lessons/position_lab.py from the model or a run of it. Each section is a fragment: its own
 controls rerun only it.
 
 URL parameters (all widgets are bound): model, presenter (sidebar); encoding, positions, similar_to, predict_similar
@@ -21,19 +21,24 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
 import numpy as np  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core import length_lab  # noqa: E402
-from core import position_lab as lab  # noqa: E402
-from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap,  # noqa: E402
-                                    length_loss_lines, permutation_grid, rope_pair_figure, similarity_colours,
-                                    similarity_heatmap, similarity_profile)
-from core.lens import stream_labels  # noqa: E402
-from core.positions import alibi_slopes  # noqa: E402
-from core.predictions import length_change, similar_positions  # noqa: E402
-from core.record import TextInputError, encode_text, tokenizer  # noqa: E402
-from pages._common import (BIND, DEFAULT_TEXT, Setting, chart, get_model, get_recording, keep_in_range,  # noqa: E402
-                           model_picker, models_dir, predict_then_reveal, show_grade, show_input_error,
-                           text_cards, trained_alternative, until_revealed)
-from pages._heatmap import head_chart  # noqa: E402
+from core.figures.positions import (bias_heatmaps, bias_offset_lines, encoding_heatmap, length_loss_lines,  # noqa: E402
+                                    permutation_grid, rope_pair_figure, similarity_colours, similarity_heatmap,
+                                    similarity_profile)
+from core.lessons import length_lab  # noqa: E402
+from core.lessons import position_lab as lab  # noqa: E402
+from core.lessons.lens import stream_labels  # noqa: E402
+from core.lessons.predictions import length_change, similar_positions  # noqa: E402
+from core.model.positions import alibi_slopes  # noqa: E402
+from core.model.run import TextInputError, encode_text, tokenizer  # noqa: E402
+from pages.ui.heatmap import head_chart  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
+from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.safety import show_input_error  # noqa: E402
+from pages.ui.store import Setting, get_recording  # noqa: E402
+from pages.ui.text_input import DEFAULT_TEXT  # noqa: E402
+from pages.ui.toggles import trained_alternative  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
 TABLE_CAPTIONS = {
     "sinusoidal": "e_n[2i] = sin(n / 10000^(2i/D)), e_n[2i+1] = cos(n / 10000^(2i/D)) (Vaswani et al.): the vector "

@@ -1,6 +1,6 @@
 """The residual stream: how large each token's stream is after every block, what each attention and MLP sublayer
 adds to it (shown to add up exactly), what the model would predict if it stopped at each block (the logit lens),
-and the final prediction with a temperature. All numbers come from core/lens.py.
+and the final prediction with a temperature. All numbers come from core/lessons/lens.py.
 
 URL parameters (all widgets are bound): model (sidebar); text, position, temperature, top_k.
 """
@@ -20,11 +20,13 @@ import streamlit as st  # noqa: E402
 
 from core.figures.stream import (contribution_bars, logit_lens_heatmap, prediction_bars,  # noqa: E402
                                  residual_norm_heatmap)
-from core.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
-                       residual_norms)
-from core.record import text_tokenizer  # noqa: E402
-from pages._common import (BIND, get_model, keep_in_range, any_text_model_picker, models_dir, plotly_chart,  # noqa: E402
-                           token_choices, typed_text_recording)
+from core.lessons.lens import (NotDecomposableError, final_prediction, logit_lens, residual_decomposition,  # noqa: E402
+                               residual_norms)
+from core.model.run import text_tokenizer  # noqa: E402
+from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
+from pages.ui.presentation import plotly_chart  # noqa: E402
+from pages.ui.text_input import token_choices, typed_text_recording  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
 PLOT_CONFIG = {"displaylogo": False}
 LENS_K = 5

@@ -1,7 +1,7 @@
 """TokenNorm: what each normalisation of a bundled text model does to every token of a typed text (seed 001 §2.3).
 
 Per token and layer: the mean and std TokenNorm removes and divides by, γ and β, the vector before and after; and
-seed 001's figure 5 (TokenNorm vs BatchNorm) on the actual activations. All numbers come from core/lens.py.
+seed 001's figure 5 (TokenNorm vs BatchNorm) on the actual activations. All numbers come from core/lessons/lens.py.
 
 URL parameters (all widgets are bound): model, notation, presenter (sidebar); text, layer, norm, token, feature,
 predict_standardised.
@@ -20,11 +20,14 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
-from core.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
-from core.predictions import standardised  # noqa: E402
-from pages._common import (BIND, get_model, keep_in_range, literal, any_text_model_picker, models_dir,  # noqa: E402
-                           notation_switch, plotly_chart, predict_then_reveal, show_grade,
-                           token_choices, typed_text_recording, until_revealed)
+from core.lessons.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
+from core.lessons.predictions import standardised  # noqa: E402
+from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
+from pages.ui.presentation import plotly_chart  # noqa: E402
+from pages.ui.safety import literal  # noqa: E402
+from pages.ui.text_input import token_choices, typed_text_recording  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range, notation_switch  # noqa: E402
 
 PLOT_CONFIG = {"displaylogo": False}
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "

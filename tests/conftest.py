@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-
 from tiny_models import write_tiny_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "pages"
 
-# Pretrained models (core/pretrained.py) come from a Hugging Face cache made for the tests, never this machine's, and
+# Pretrained models (core/model/pretrained.py) come from a Hugging Face cache made for the tests, never this machine's, and
 # nothing is fetched. Set before anything imports huggingface_hub, which reads these once; servers started by the
 # browser tests inherit them.
 HF_HOME = Path(tempfile.mkdtemp(prefix="attention-lab-hf-"))
@@ -29,11 +28,11 @@ os.environ.pop("ATTENTION_LAB_ALLOW_DOWNLOADS", None)
 def hf_cache(tmp_path_factory) -> Path:
     """A Hugging Face cache of this test module's own (pretrained_models.cache_model puts tiny models in it), given
     back afterwards: no other test finds its models in a picker. Servers started meanwhile inherit it."""
-    from core import registry
+    from core.model import registry
 
     root = tmp_path_factory.mktemp("hf-hub")
     saved = os.environ["HF_HUB_CACHE"]
-    os.environ["HF_HUB_CACHE"] = str(root)  # core/pretrained.py reads it at each call
+    os.environ["HF_HUB_CACHE"] = str(root)  # core/model/pretrained.py reads it at each call
     registry._pretrained.clear()  # the cached models' list is kept a minute: read this cache now
     yield root
     os.environ["HF_HUB_CACHE"] = saved
@@ -65,11 +64,11 @@ def ok(at: AppTest) -> None:
 
 
 def as_shown(markdown: str) -> str:
-    """What markdown shows of text escaped by pages/_common.literal: every backslash escape resolved."""
+    """What markdown shows of text escaped by pages.ui.safety.literal: every backslash escape resolved."""
     return re.sub(r"\\(.)", r"\1", markdown)
 
 
-CHART_TYPES = ("plotly_chart", "bidi_component")  # plotly, and the canvas heatmap (pages/_heatmap.py)
+CHART_TYPES = ("plotly_chart", "bidi_component")  # plotly, and the canvas heatmap (pages/ui/heatmap.py)
 
 
 def charts(at: AppTest) -> list:

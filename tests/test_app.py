@@ -10,11 +10,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core.checkpoint import ModelCard, save_checkpoint
 from core.figures.attention import HEAD_VIEW_TOKENS
-from core.config import ModelConfig
-from core.model import Transformer
-from core.record import tokenizer
+from core.model.checkpoint import ModelCard, save_checkpoint
+from core.model.config import ModelConfig
+from core.model.run import tokenizer
+from core.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "text_explorer.py")
@@ -58,7 +58,7 @@ def assert_ok(at: AppTest, errors: bool = False) -> None:
 
 
 def charts(at: AppTest) -> int:
-    """Charts on the page: plotly charts and the canvas heatmaps (pages/_heatmap.py)."""
+    """Charts on the page: plotly charts and the canvas heatmaps (pages/ui/heatmap.py)."""
     return len(at.get("plotly_chart")) + len(at.get("bidi_component"))
 
 
@@ -104,7 +104,7 @@ def test_all_heads_tab_draws_every_head_and_opens_the_one_picked(app):
     open_view(app, "All heads")
     assert_ok(app)
     assert charts(app) == 1
-    from pages._common import Setting, get_recording
+    from pages.ui.store import Setting, get_recording
 
     spec = heatmap_spec(app, "overview_chart")
     assert spec["tiles"] == {"layers": 2, "heads": 2, "size": 12, "selected": [0, 0]}  # L0 H0, chosen above
@@ -123,7 +123,7 @@ def test_all_heads_tab_draws_every_head_and_opens_the_one_picked(app):
 def test_head_chart_shows_the_recorded_weights_and_scores_exactly(app):
     """The canvas heatmap is sent the recording's own float32 numbers, oriented by the notation, with the masked
     cells those whose score is -inf."""
-    from pages._common import Setting, get_recording
+    from pages.ui.store import Setting, get_recording
 
     recording = get_recording(Setting("lm-rope"), app.text_area(key="text").value)
     for notation, orient in (("common", lambda m: m), ("paper", np.transpose)):
@@ -183,9 +183,9 @@ def test_mask_ablations(app, kind, extra):
 
 
 def test_a_toggle_and_back_reuses_the_shared_recording(app):
-    """Recordings live in one store for the process (pages/_common.py): toggling back finds the very same object,
+    """Recordings live in one store for the process (pages/ui/store.py): toggling back finds the very same object,
     nothing pickled or copied."""
-    from pages._common import Setting, get_recording
+    from pages.ui.store import Setting, get_recording
 
     text = app.text_area(key="text").value
     first = get_recording(Setting("lm-rope"), text)
@@ -308,7 +308,7 @@ def test_score_breakdown_shows_the_steps_and_matches_the_recording(app):
 def test_score_breakdown_opens_on_the_key_the_head_weighs_most(app):
     """Not on [BOS], whose weight is often 0: on the heaviest key of the query's row, followed as the query and the
     head change, until a key is chosen."""
-    from pages._common import Setting, get_recording
+    from pages.ui.store import Setting, get_recording
 
     pattern = get_recording(Setting("lm-rope"), app.text_area(key="text").value).pattern
 
@@ -430,7 +430,7 @@ def test_new_sections_in_compare_mode(app):
 
 
 def test_trained_alternative_prefers_the_same_task_and_context():
-    from pages._common import trained_alternative
+    from pages.ui.toggles import trained_alternative
 
     base = ModelConfig(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=64, vocab_size=50)
     cards = [ModelCard(name, task, base.replace(**changes), name) for name, task, changes in (
@@ -478,7 +478,7 @@ def test_a_heatmap_message_carries_a_loader_and_the_server_serves_the_chart_code
     the message's JS is a loader naming the file's served path and version (the browser tests draw through it)."""
     import hashlib
 
-    from pages._heatmap import ASSET, serve_web
+    from pages.ui.heatmap import ASSET, serve_web
 
     chart = next(c for c in app.get("bidi_component") if c.proto.id.endswith("head_chart"))
     loader, version = chart.proto.js_content, hashlib.sha256(ASSET.read_bytes()).hexdigest()[:12]

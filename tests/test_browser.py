@@ -322,7 +322,7 @@ def test_a_shared_link_opens_the_same_view_every_time(server, page):
 def slow_url_server(tmp_path_factory):
     """The app on the bundled models (4 layers, 4 heads), its URL writes delayed (tests/slow_url_streamlit.py) as on
     a busy machine."""
-    from core.registry import MODELS_DIR
+    from core.model.registry import MODELS_DIR
 
     with serve_app(MODELS_DIR, tmp_path_factory.mktemp("slow_url") / "streamlit.log",
                    runner=(str(Path(__file__).with_name("slow_url_streamlit.py")),)) as url:
@@ -332,7 +332,7 @@ def slow_url_server(tmp_path_factory):
 def test_a_head_picked_while_a_click_runs_stays_in_the_url(slow_url_server, page):
     """A run that writes the URL (here the cell click's) sends the query string its request carried: a layer and head
     picked in the browser while it ran were dropped from the URL, the page still showing them (before
-    pages._common.keep_in_url)."""
+    pages.ui.widgets.keep_in_url)."""
     for _ in range(3):
         context, fresh = fresh_page(page.context.browser)
         fresh.goto(slow_url_server)

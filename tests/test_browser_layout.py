@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from core.registry import MODELS_DIR
 from test_browser import CHROMIUM, ERROR, serve_app, wait_idle
 from test_navigation import pages_in_menu
+
+from core.model.registry import MODELS_DIR
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]

@@ -8,9 +8,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-
-from core.registry import MODELS_DIR
 from test_browser import CHROMIUM, ERROR, page, serve_app, wait_idle  # noqa: F401 (fixtures)
+
+from core.model.registry import MODELS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_PATHS = [""] + re.findall(r'url_path="([^"]+)"', (ROOT / "app.py").read_text())  # "" is the default page

@@ -4,10 +4,10 @@
 from pathlib import Path
 
 import pytest
-
-from core.registry import MODELS_DIR
 from pretrained_models import cache_model
 from test_browser import CHART, CHROMIUM, ERROR, HEATMAP, page, serve_app, shoot, wait_idle  # noqa: F401 (fixtures)
+
+from core.model.registry import MODELS_DIR
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="no Chromium")]
 REPO = "tiny-org/browser-gpt2"

@@ -10,13 +10,13 @@ import torch
 from PIL import Image, ImageDraw
 
 from core.data.images import CLASSES, HELDOUT_SEED, TEST_SETS, mask_grid, template_cells
-from core.evaluate import agreement_accuracy, evaluate_algorithmic, evaluate_grammar_mlm, shapes_accuracy
-from core.image_io import load_image
-from core.registry import list_cards, load_model
-from core.tasks import ImagePool
-from core.tokenizer import TextTokenizer
-from core.train import presets
-from core.vision import record_image
+from core.lessons.vision import record_image
+from core.model.registry import list_cards, load_model
+from core.serving.image_io import load_image
+from core.tokenizers.words import TextTokenizer
+from core.training.evaluate import agreement_accuracy, evaluate_algorithmic, evaluate_grammar_mlm, shapes_accuracy
+from core.training.tasks import ImagePool
+from core.training.train import presets
 
 BUNDLED = {card.name: card for card in list_cards()}
 
@@ -190,7 +190,7 @@ def test_every_vision_model_meets_the_goal_on_every_test_set_at_every_seed(name)
 
 
 def _uploaded(picture: Image.Image) -> np.ndarray:
-    """A picture as the image page reads it once uploaded: a PNG file decoded by core.image_io, 32 x 32."""
+    """A picture as the image page reads it once uploaded: a PNG file decoded by core.serving.image_io, 32 x 32."""
     buffer = io.BytesIO()
     picture.save(buffer, "PNG")
     return load_image(buffer.getvalue()).array
@@ -231,7 +231,7 @@ def test_every_vision_model_names_what_students_make(name):
 def test_a_bidirectional_model_is_probed_on_the_whole_sentence_with_the_verb_masked():
     """The masked-token model reads [BOS] prefix [MASK] suffix [EOS], as in training, and is scored at the [MASK]."""
     from core.data import grammar
-    from core.evaluate import HELDOUT_SEED
+    from core.training.evaluate import HELDOUT_SEED
     model, _ = bundled("mlm-learned")
     tokenizer, seen = TextTokenizer(), []
     forward = model.forward

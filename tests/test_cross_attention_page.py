@@ -6,13 +6,13 @@ import time
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import charts, figure, shows
+from streamlit.testing.v1 import AppTest
+from tiny_models import write_tiny_seq2seq
+
 from core.data import grammar
 from core.data.translation import TranslationInputError, read_source
-from pages._common import literal
-from tiny_models import write_tiny_seq2seq
+from pages.ui.safety import literal
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "cross_attention.py")
@@ -211,7 +211,7 @@ def test_the_url_sets_every_picker(app):
 def test_without_a_model_the_page_says_how_to_train_one(app, tmp_path):
     at = app(tmp_path)
     assert not at.exception and not charts(at)
-    assert "python -m core.train_seq2seq" in at.info[0].value
+    assert "python -m core.training.train_seq2seq" in at.info[0].value
 
 
 def test_the_bundled_model_translates_the_default_sentence_and_slips_on_mixed_tenses(app):

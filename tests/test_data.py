@@ -12,21 +12,9 @@ from collections import Counter
 import pytest
 
 from core.data import algorithmic, grammar
-from core.data.grammar import (
-    ADJECTIVES,
-    NAMES,
-    NEUTRAL_DETERMINERS,
-    PAST_VERBS,
-    PLURAL_DETERMINERS,
-    PLURAL_NOUNS,
-    PLURAL_VERBS,
-    PREPOSITIONS,
-    PRONOUNS,
-    SINGULAR_DETERMINERS,
-    SINGULAR_NOUNS,
-    SINGULAR_VERBS,
-    TRANSITIVE_FORMS,
-)
+from core.data.grammar import (ADJECTIVES, NAMES, NEUTRAL_DETERMINERS, PAST_VERBS, PLURAL_DETERMINERS, PLURAL_NOUNS,
+                               PLURAL_VERBS, PREPOSITIONS, PRONOUNS, SINGULAR_DETERMINERS, SINGULAR_NOUNS,
+                               SINGULAR_VERBS, TRANSITIVE_FORMS)
 
 # ---------------------------------------------------------------------------
 # An independent parser for the grammar, driven only by the lexicon.
@@ -273,9 +261,9 @@ def test_generate_rejects_bad_arguments() -> None:
 
 
 def test_packed_documents_fill_the_context_in_order_and_never_exceed_it():
-    from core.data.grammar import generate_documents
-    from core.record import tokenizer
-    from core.tasks import pack_documents, text_pool
+    from core.data.grammar import generate_documents, pack_documents
+    from core.model.run import tokenizer
+    from core.training.tasks import text_pool
 
     tok = tokenizer()
     documents = generate_documents(200, 5)

@@ -8,10 +8,10 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, head_view_tokens, png_config, qk_products_bar,
-                                    plain_token_labels, softmax_row_bar, token_label, token_labels,
-                                    weight_outside)
+from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, head_view_tokens, plain_token_labels, png_config,
+                                    qk_products_bar, softmax_row_bar, token_label, token_labels, weight_outside)
 from core.figures.canvas import head_view_spec, pack, unpack
+
 
 def test_token_labels_mark_unknown_and_make_odd_characters_visible_and_safe():
     assert token_labels(["the", "zzq"], [False, True]) == ["the", "⟨zzq⟩?"]
@@ -148,8 +148,8 @@ def test_head_view_is_sent_compactly():
 
 
 def test_the_rollout_chart_rows_sum_to_one_and_transposes_in_paper_notation():
-    from core.analysis import rollout
     from core.figures.canvas import rollout_spec
+    from core.lessons.analysis import rollout
     patterns = np.stack([layer_patterns(seed=s) for s in range(2)])  # [M=2, H=3, N, N]
     matrix = rollout(patterns)
     common = rollout_spec(matrix, LINE_TOKENS)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from core.config import POSITION_ENCODINGS, ConfigError
-from core.figures.generation import CELL_SELECTION, generation_spec, mask_grid, next_token_bars
-from core.generation import Sampling, cache_check, choose, generate, next_token_distribution
-from core.masks import (MASK_PRESETS, MaskPreset, MaskSpec, block_sparse_mask, build_mask, flip_cells, format_cells,
-                        MAX_CELLS_CHARS, fully_masked_rows, parse_cells, random_mask, sees_later_tokens)
-from core.model import KVCache
 from tiny_models import tiny_model
+
+from core.figures.generation import CELL_SELECTION, generation_spec, mask_grid, next_token_bars
+from core.lessons.generation import Sampling, cache_check, choose, generate, next_token_distribution
+from core.model.config import POSITION_ENCODINGS, ConfigError
+from core.model.masks import (MASK_PRESETS, MAX_CELLS_CHARS, MaskPreset, MaskSpec, block_sparse_mask, build_mask,
+                              flip_cells, format_cells, fully_masked_rows, parse_cells, random_mask, sees_later_tokens)
+from core.model.transformer import KVCache
 
 torch.set_num_threads(1)
 PROMPT = [2, 7, 11, 5, 9]  # [BOS] and four word ids

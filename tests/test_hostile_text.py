@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import PAGES
 from PIL import Image
 from streamlit.testing.v1 import AppTest
-
-from conftest import PAGES
-from core.data.images import generate_dataset
-from core.visible import is_invisible
-from pages._common import literal
 from tiny_models import write_tiny_models, write_tiny_seq2seq
 from vision_models import write_tiny_vits
+
+from core.data.images import generate_dataset
+from core.serving.visible import is_invisible
+from pages.ui.safety import literal
 
 # Every piece carries the marker "zq", so the test finds it in what the page shows however the page cut the text up;
 # plain words at both ends keep the page's own punctuation around the text off the marked pieces

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import charts, drawn
 from PIL import Image
 from streamlit.testing.v1 import AppTest
-
-from core.checkpoint import update_metrics
-from core.data.images import (CLASSES, HELDOUT_SEED, SHAPES, TEST_SETS, generate_dataset, generate_test_set,
-                              template_cells)
-from conftest import charts, drawn
 from upload_files import encode, flat_png, header_only_png, many_frame_gif
 from vision_models import write_tiny_vits
+
+from core.data.images import (CLASSES, HELDOUT_SEED, SHAPES, TEST_SETS, generate_dataset, generate_test_set,
+                              template_cells)
+from core.model.checkpoint import update_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "image_lab.py")
@@ -183,8 +183,8 @@ def test_no_image_model_yet(tmp_path, monkeypatch):
 
 @pytest.fixture
 def load_calls(monkeypatch) -> list[int]:
-    """Each call of core.image_io.load_image from the page, as the byte size of the file it decoded."""
-    import core.image_io as image_io
+    """Each call of core.serving.image_io.load_image from the page, as the byte size of the file it decoded."""
+    import core.serving.image_io as image_io
     calls: list[int] = []
     original = image_io.load_image
 
@@ -214,7 +214,7 @@ def test_an_upload_is_decoded_once_across_reruns(app, load_calls):
 
 
 def test_a_busy_server_asks_to_try_again_and_the_retry_works(app, monkeypatch):
-    import core.image_io as image_io
+    import core.serving.image_io as image_io
     monkeypatch.setattr(image_io, "DECODE_WAIT_SECONDS", 0.05)
     at = app(source="upload")
     image = generate_dataset(3, 11)[0][0]

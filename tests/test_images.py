@@ -12,33 +12,13 @@ import numpy as np
 import pytest
 import torch
 from PIL import ExifTags, Image, features
-
-from core.data.images import (
-    CLASSES,
-    DRAW_CELLS,
-    HELDOUT_SEED,
-    IMAGE_SIZE,
-    KIND_MIX,
-    KINDS,
-    NOTHING,
-    TEST_SETS,
-    TRAIN_SEED,
-    ShapeSample,
-    generate_dataset,
-    generate_sample,
-    generate_test_set,
-    mask_grid,
-    template_cells,
-)
-from core.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
-from core.patches import (
-    images_to_tensor,
-    mask_to_patch_fraction,
-    patch_grid,
-    patchify,
-    unpatchify,
-)
 from upload_files import png_chunk, png_header
+
+from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, KIND_MIX, KINDS, NOTHING, TEST_SETS,
+                              TRAIN_SEED, ShapeSample, generate_dataset, generate_sample, generate_test_set, mask_grid,
+                              template_cells)
+from core.model.patches import images_to_tensor, mask_to_patch_fraction, patch_grid, patchify, unpatchify
+from core.serving.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
 
 RED, BLUE, GREEN, WHITE = (255, 0, 0), (0, 0, 255), (0, 255, 0), (255, 255, 255)
 

@@ -1,4 +1,4 @@
-"""Past the training length (core/length_lab.py): texts longer than any seen in training, loss at each position."""
+"""Past the training length (core/lessons/length_lab.py): texts longer than any seen in training, loss at each position."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_models import tiny_model
 from torch.nn import functional as F
 
-from core.length_lab import (LengthRun, least_rise, long_pattern, long_texts, loss_by_position, measured_rise,
-                              trained_length, with_context)
-from core.predictions import Grade
-from core.tokenizer import TextTokenizer
-from tiny_models import tiny_model
+from core.lessons.length_lab import (LengthRun, least_rise, long_pattern, long_texts, loss_by_position, measured_rise,
+                                     trained_length, with_context)
+from core.lessons.predictions import Grade
+from core.tokenizers.words import TextTokenizer
 
 
 def test_long_texts_are_held_out_documents_packed_to_the_exact_length():

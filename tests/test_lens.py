@@ -1,4 +1,4 @@
-"""core/lens.py: the residual stream adds up, the logit lens ends at the model's own prediction, temperature and
+"""core/lessons/lens.py: the residual stream adds up, the logit lens ends at the model's own prediction, temperature and
 TokenNorm / BatchNorm do what the formulas say, on the bundled default model when it is there and on tiny ones."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_models import tiny_model
 from torch.nn import functional as F
 
-from core import lens
-from core.record import record_text
-from core.registry import DEFAULT_TEXT_MODEL, load_model, text_model_names
-from tiny_models import tiny_model
+from core.lessons import lens
+from core.model.registry import DEFAULT_TEXT_MODEL, load_model, text_model_names
+from core.model.run import record_text
 
 TEXT = "the keys to the old cabinet are on the table ."
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
-
-from core.checkpoint import ModelCard, save_checkpoint
 from conftest import as_shown, charts, drawn, figure, figures, ok, shows
+from streamlit.testing.v1 import AppTest
 from tiny_models import tiny_model
+
+from core.model.checkpoint import ModelCard, save_checkpoint
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent

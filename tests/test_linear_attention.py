@@ -1,4 +1,4 @@
-"""core/linear_attention.py: linear attention's O(N) form, its causality, the comparison with the model's softmax
+"""core/lessons/linear_attention.py: linear attention's O(N) form, its causality, the comparison with the model's softmax
 attention, and the time and memory measurement."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from core.linear_attention import (CostMeasurement, CostPoint, LargestTensor, compare_on_recording, feature_map,
-                                   fitted_slope, linear_attention, linear_attention_explicit,
-                                   linear_attention_weights, measure_cost, softmax_attention)
-from core.record import record_text
 from tiny_models import tiny_model
+
+from core.lessons.linear_attention import (CostMeasurement, CostPoint, LargestTensor, compare_on_recording, feature_map,
+                                           fitted_slope, linear_attention, linear_attention_explicit,
+                                           linear_attention_weights, measure_cost, softmax_attention)
+from core.model.run import record_text
 
 torch.set_num_threads(1)
 TEXT = "the keys to the old cabinet are on the table ."

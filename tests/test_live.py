@@ -1,4 +1,4 @@
-"""The live-training worker without Streamlit (core/live.py): schedules and step statistics of core/train.py, a run
+"""The live-training worker without Streamlit (core/training/live/): schedules and step statistics of core/training/train.py, a run
 started, watched, stopped, bounded, saved atomically into the user directory and loaded back like a bundled model;
 the figures of a run draw its own numbers."""
 
@@ -20,19 +20,21 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core import live, registry
 from core.data import algorithmic
-from core.analysis import mirrored_score
-from core.checkpoint import load_checkpoint
-from core.config import ConfigError
 from core.figures.training import gradient_norm_figure, lines_over_steps, running_mean, training_curves
-from core.live import (LiveRegistry, RunSpec, RunStateError, ServerBusyError, SessionBusyError, record_probe,
-                       snapshot_steps)
-from core.model import Transformer
-from core.record import record_text, tokenizer
-from core.tasks import IGNORE, Batch
-from core.train import (Preset, batches, gradient_norms, loss_of, noam_peak, noam_rate, presets,
-                        scheduled_rate, text_config, train_step)
+from core.lessons.analysis import mirrored_score
+from core.model import registry
+from core.model.checkpoint import load_checkpoint
+from core.model.config import ConfigError
+from core.model.run import record_text, tokenizer
+from core.model.transformer import Transformer
+from core.training.live import runs, spec, worker
+from core.training.live.runs import LiveRegistry, RunStateError, ServerBusyError, SessionBusyError
+from core.training.live.spec import RunSpec
+from core.training.live.worker import record_probe, snapshot_steps
+from core.training.tasks import IGNORE, Batch
+from core.training.train import (Preset, batches, gradient_norms, loss_of, noam_peak, noam_rate, presets,
+                                 scheduled_rate, text_config, train_step)
 
 TINY = dict(d_model=16, n_heads=2, n_layers=2, batch_size=8)
 
@@ -43,19 +45,19 @@ def user_dir(tmp_path, monkeypatch):
     return tmp_path / "runs"
 
 
-def finished(spec: RunSpec, owner: str = "test") -> live.LiveRun:
+def finished(spec: RunSpec, owner: str = "test") -> runs.LiveRun:
     run = LiveRegistry(max_running=1).start(spec, owner)
     assert run.join(timeout=120), "the run did not end"
     return run
 
 
 @pytest.fixture(scope="module")
-def reversal_run() -> live.LiveRun:
+def reversal_run() -> runs.LiveRun:
     return finished(RunSpec(steps=24, **TINY))
 
 
 # ---------------------------------------------------------------------------------------------------------
-# core/train.py: schedules, loss, step statistics
+# core/training/train.py: schedules, loss, step statistics
 # ---------------------------------------------------------------------------------------------------------
 
 def _preset(**changes) -> Preset:
@@ -109,7 +111,7 @@ def _one_step(clip: float):
     preset = _preset(clip=clip, learning_rate=1e-3, warmup=0)
     torch.manual_seed(0)
     model = Transformer(preset.config)
-    batch = next(batches(preset, tokenizer(), 0, live.shared_pool("reversal", 5000)))
+    batch = next(batches(preset, tokenizer(), 0, worker.shared_pool("reversal", 5000)))
     optimizer = torch.optim.AdamW(model.parameters())
     model.train()
     return model, train_step(model, optimizer, batch, 0, preset)
@@ -142,9 +144,9 @@ def test_run_spec_refuses_what_cannot_train(changes, message):
 
 
 def test_every_recipe_is_a_valid_spec():
-    for name, changes in live.RECIPES.items():
-        spec = RunSpec(**changes)
-        assert spec.describe(), name
+    for name, changes in spec.RECIPES.items():
+        run_spec = RunSpec(**changes)
+        assert run_spec.describe(), name
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -165,7 +167,7 @@ def test_a_run_trains_and_keeps_every_step_and_its_snapshots(reversal_run):
         assert snapshot.patterns.shape == (2, 2, n, n)
         np.testing.assert_allclose(snapshot.patterns.sum(-1), 1.0, atol=1e-5)
         assert np.all(snapshot.patterns[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)  # causal
-        expected = [[mirrored_score(snapshot.patterns[l, h], live.PROBE_LENGTH) for h in range(2)] for l in range(2)]
+        expected = [[mirrored_score(snapshot.patterns[l, h], worker.PROBE_LENGTH) for h in range(2)] for l in range(2)]
         np.testing.assert_allclose(snapshot.scores, expected)
     assert view.snapshots[0].patterns.tolist() != view.snapshots[-1].patterns.tolist()  # the heads changed
 
@@ -232,13 +234,13 @@ def test_a_failing_run_reports_why_without_raising(monkeypatch):
     """train_run, what the training process runs, sends a failure as the run's end."""
     def broken(task, size):
         raise OSError("disk on fire")
-    monkeypatch.setattr(live, "shared_pool", broken)
-    monkeypatch.setattr(live, "lower_priority", lambda: live.Priority(None, False))  # keeps its priority
+    monkeypatch.setattr(worker, "shared_pool", broken)
+    monkeypatch.setattr(worker, "lower_priority", lambda: worker.Priority(None, False))  # keeps its priority
     monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # and its threads
     sent = []
-    live.train_run(RunSpec(steps=2, **TINY), threading.Event(), SimpleNamespace(value=time.monotonic()), 60,
+    worker.train_run(RunSpec(steps=2, **TINY), threading.Event(), SimpleNamespace(value=time.monotonic()), 60,
                    sent.append)
-    assert isinstance(sent[0], live.Started) and isinstance(sent[-1], live.Ended)
+    assert isinstance(sent[0], worker.Started) and isinstance(sent[-1], worker.Ended)
     assert sent[-1].status == "failed" and "disk on fire" in sent[-1].message and sent[-1].weights is None
 
 
@@ -250,7 +252,7 @@ def test_a_training_process_that_dies_fails_its_run():
     assert run.join(timeout=30)
     view = run.view()
     assert view.status == "failed" and "ended unexpectedly" in view.message
-    with pytest.raises(live.RunStateError):
+    with pytest.raises(runs.RunStateError):
         run.save("dead", "owner")
 
 
@@ -276,10 +278,10 @@ def test_a_saved_run_loads_back_like_a_bundled_model(reversal_run, user_dir):
     assert registry.is_user_run(card) and card.task == "reversal" and card.training["steps_done"] == 24
     assert [c.name for c in registry.user_cards()] == ["tiny-reversal"]
     # the recorder reads the loaded model: its patterns are those of the run's last snapshot
-    recording = record_text(model, live.probe_text("reversal"))
+    recording = record_text(model, worker.probe_text("reversal"))
     np.testing.assert_allclose(recording.patterns(), reversal_run.view().snapshots[-1].patterns, atol=1e-6)
     np.testing.assert_allclose(record_probe(model, "reversal").patterns(), recording.patterns())
-    with zipfile.ZipFile(io.BytesIO(live.archive(path))) as archive:
+    with zipfile.ZipFile(io.BytesIO(runs.archive(path))) as archive:
         assert sorted(archive.namelist()) == ["tiny-reversal/tiny-reversal.json",
                                               "tiny-reversal/tiny-reversal.safetensors"]
         assert archive.read("tiny-reversal/tiny-reversal.json") == path.read_bytes()
@@ -313,7 +315,7 @@ def test_a_run_still_training_cannot_be_saved():
 # A server one class can share (issue 15): ownership, saving once, no server paths, idle runs, budgets, quotas
 # ---------------------------------------------------------------------------------------------------------
 
-def started(owner: str = "owner", **registry_options) -> live.LiveRun:
+def started(owner: str = "owner", **registry_options) -> runs.LiveRun:
     """A long run under way (at least one step done)."""
     run = LiveRegistry(**registry_options).start(RunSpec(steps=20000, **TINY), owner)
     for _ in range(600):
@@ -328,14 +330,14 @@ def test_only_the_browser_that_started_a_run_may_stop_or_save_it():
     run = started("owner")
     try:
         for stranger in ("someone-else", "", None):
-            with pytest.raises(live.NotOwnerError, match="only the browser that started this run can stop it"):
+            with pytest.raises(runs.NotOwnerError, match="only the browser that started this run can stop it"):
                 run.stop(stranger)
         run.join(0.5)
         assert run.view().alive  # a stranger's stop did nothing
     finally:
         run.stop("owner")
         assert run.join(timeout=60)
-    with pytest.raises(live.NotOwnerError, match="save"):
+    with pytest.raises(runs.NotOwnerError, match="save"):
         run.save("not-mine", "someone-else")
     assert run.view().saved_as is None and not registry.user_dir().joinpath("not-mine").exists()
     run.save("mine", "owner")
@@ -376,7 +378,7 @@ def test_save_messages_name_the_run_never_a_server_folder(user_dir, monkeypatch)
         for written in (user_dir / card.name, folder):
             written.mkdir(parents=True)
             (written / f"{card.name}.json").write_text("{}")
-    monkeypatch.setattr(live, "save_checkpoint", taken_meanwhile)
+    monkeypatch.setattr(runs, "save_checkpoint", taken_meanwhile)
     with pytest.raises(ValueError) as refused:
         run.save("raced", "test")
     assert "'raced'" in str(refused.value) and "just before yours" in str(refused.value)
@@ -409,22 +411,22 @@ def test_a_run_is_capped_to_minutes_by_its_model_size():
     largest = dict(task="grammar-lm", n_layers=6, n_heads=8, d_model=128, batch_size=128)
     with pytest.raises(ConfigError, match="at most .* steps"):
         RunSpec(steps=20000, **largest)  # the issue's run: 8 to 18 hours
-    cap = live.max_steps("grammar-lm", 6, 128, 128)
+    cap = spec.max_steps("grammar-lm", 6, 128, 128)
     assert RunSpec(steps=cap, **largest).steps == cap
     with pytest.raises(ConfigError):
         RunSpec(steps=cap + 1, **largest)
-    assert cap * live.step_work("grammar-lm", 6, 128, 128) <= live.MAX_WORK
+    assert cap * spec.step_work("grammar-lm", 6, 128, 128) <= spec.MAX_WORK
     # the default trains about 35 steps/s alone (RunSpec's docstring): the budget is minutes of it
     default = RunSpec()
-    minutes = live.MAX_WORK / live.step_work(default.task, default.n_layers, default.d_model,
+    minutes = spec.MAX_WORK / spec.step_work(default.task, default.n_layers, default.d_model,
                                              default.batch_size) / 35 / 60
     assert 1 <= minutes <= 10
 
 
 def test_every_recipe_the_page_offers_fits_the_cap():
-    for name, fields in live.RECIPES.items():
-        spec = RunSpec(**fields)  # ConfigError if a recipe trained more steps than its model may
-        assert spec.steps <= spec.max_steps(), name
+    for name, fields in spec.RECIPES.items():
+        run_spec = RunSpec(**fields)  # ConfigError if a recipe trained more steps than its model may
+        assert run_spec.steps <= run_spec.max_steps(), name
 
 
 def test_training_runs_in_a_nicer_process_than_the_server(reversal_run):
@@ -438,27 +440,27 @@ def test_training_runs_in_a_nicer_process_than_the_server(reversal_run):
 
 
 def test_saved_runs_have_a_quota_per_browser_and_per_server(monkeypatch):
-    monkeypatch.setattr(live, "MAX_SAVED_PER_BROWSER", 2)
-    monkeypatch.setattr(live, "MAX_SAVED_RUNS", 3)
+    monkeypatch.setattr(runs, "MAX_SAVED_PER_BROWSER", 2)
+    monkeypatch.setattr(runs, "MAX_SAVED_RUNS", 3)
     for i in range(2):
         finished(RunSpec(steps=2, **TINY), "alice").save(f"alice-{i}", "alice")
-    with pytest.raises(live.QuotaError, match="this browser has saved 2 runs"):
+    with pytest.raises(runs.QuotaError, match="this browser has saved 2 runs"):
         finished(RunSpec(steps=2, **TINY), "alice").save("alice-2", "alice")
     finished(RunSpec(steps=2, **TINY), "bob").save("bob-0", "bob")  # another browser still may
-    with pytest.raises(live.QuotaError, match="the server keeps 3 saved runs"):
+    with pytest.raises(runs.QuotaError, match="the server keeps 3 saved runs"):
         finished(RunSpec(steps=2, **TINY), "carol").save("carol-0", "carol")
-    usage = live.saved_usage("alice")
+    usage = runs.saved_usage("alice")
     assert (usage.runs, usage.runs_of_browser) == (3, 2) and usage.bytes > usage.bytes_of_browser > 0
 
 
 def test_saved_runs_have_a_quota_in_bytes(monkeypatch):
     run = finished(RunSpec(steps=2, **TINY), "alice")
     run.save("alice-0", "alice")
-    monkeypatch.setattr(live, "MAX_SAVED_BYTES_PER_BROWSER", registry.run_bytes("alice-0"))
-    with pytest.raises(live.QuotaError, match="MB"):
+    monkeypatch.setattr(runs, "MAX_SAVED_BYTES_PER_BROWSER", registry.run_bytes("alice-0"))
+    with pytest.raises(runs.QuotaError, match="MB"):
         finished(RunSpec(steps=2, **TINY), "alice").save("alice-1", "alice")
-    monkeypatch.setattr(live, "MAX_SAVED_BYTES", registry.run_bytes("alice-0"))
-    with pytest.raises(live.QuotaError, match="the server keeps 1 saved runs"):
+    monkeypatch.setattr(runs, "MAX_SAVED_BYTES", registry.run_bytes("alice-0"))
+    with pytest.raises(runs.QuotaError, match="the server keeps 1 saved runs"):
         finished(RunSpec(steps=2, **TINY), "bob").save("bob-0", "bob")
 
 
@@ -607,10 +609,10 @@ def test_log_axes_write_their_ticks_in_full_and_the_rate_axis_shows_the_rate():
 
 
 def test_the_accuracy_guide_reads_a_run_by_its_task():
-    reversal = live.accuracy_guide("reversal")
+    reversal = spec.accuracy_guide("reversal")
     lengths = range(algorithmic.MIN_LENGTH, algorithmic.MAX_LENGTH + 1)
     assert reversal.guess == pytest.approx(np.mean([1 / n for n in lengths]))  # copying a random input symbol
     assert [reversal.verdict(a) for a in (0.1, 0.5, 0.99)] == ["not yet", "partly", "learned"]
-    assert live.accuracy_guide("shapes").guess == pytest.approx(1 / 7)  # six shapes and "nothing"
-    language = live.accuracy_guide("grammar-lm")
+    assert spec.accuracy_guide("shapes").guess == pytest.approx(1 / 7)  # six shapes and "nothing"
+    language = spec.accuracy_guide("grammar-lm")
     assert language.verdict(0.4) == "" and "far below 1" in language.text

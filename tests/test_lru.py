@@ -1,5 +1,5 @@
-"""The byte-bounded store that shares recordings between sessions (core/lru.py), and the read-only arrays that
-make sharing safe (core/recording.py)."""
+"""The byte-bounded store that shares recordings between sessions (core/serving/lru.py), and the read-only arrays that
+make sharing safe (core/model/recording.py)."""
 
 import threading
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.lru import ByteLRU, size_of
-from core.record import record_text
+from core.model.run import record_text
+from core.serving.lru import ByteLRU, size_of
 from tests.tiny_models import tiny_model
 
 

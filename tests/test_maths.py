@@ -1,4 +1,4 @@
-"""core/maths.py: one layer recomputed in the seed paper's layout equals what the model recorded, step by step."""
+"""core/lessons/maths.py: one layer recomputed in the seed paper's layout equals what the model recorded, step by step."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from core.maths import GLOSSARY, GLOSSARY_COLUMNS, column_softmax, layer_maths, max_abs_difference
-from core.record import record_text
 from tiny_models import tiny_model
+
+from core.lessons.maths import GLOSSARY, GLOSSARY_COLUMNS, column_softmax, layer_maths, max_abs_difference
+from core.model.run import record_text
 
 torch.set_num_threads(1)
 TEXT = "the keys to the old cabinet are on the table ."

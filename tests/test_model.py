@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core.config import ConfigError, ModelConfig, POSITION_ENCODINGS
-from core.masks import (MaskSpec, build_mask, causal_mask, named_score_mask, score_mask, score_offset, strided_mask,
-                        window_mask)
-from core.model import Transformer, attend_at_once, attend_in_blocks, masked_softmax
-from core.positions import alibi_slopes, relative_bucket, sinusoidal_table
-from core.recording import Recording
+from core.model.config import POSITION_ENCODINGS, ConfigError, ModelConfig
+from core.model.masks import (MaskSpec, build_mask, causal_mask, named_score_mask, score_mask, score_offset,
+                              strided_mask, window_mask)
+from core.model.positions import alibi_slopes, relative_bucket, sinusoidal_table
+from core.model.recording import Recording
+from core.model.transformer import Transformer, attend_at_once, attend_in_blocks, masked_softmax
 
 VOCAB = 40
 
@@ -460,8 +460,8 @@ def test_a_named_mask_is_made_once_and_no_pass_changes_it():
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
 def test_freed_memory_is_kept_for_the_next_forward_pass():
-    """core/allocator.py sets glibc's thresholds (importing core did it already; setting them again succeeds)."""
-    from core.allocator import keep_freed_memory
+    """core/serving/allocator.py sets glibc's thresholds (importing core did it already; setting them again succeeds)."""
+    from core.serving.allocator import keep_freed_memory
 
     assert keep_freed_memory()
 
@@ -469,7 +469,7 @@ def test_freed_memory_is_kept_for_the_next_forward_pass():
 PREFAULT_PROBE = """
 import resource, sys, threading
 import torch
-from core.allocator import prefault
+from core.serving.allocator import prefault
 
 def allocate():
     if sys.argv[2] == "prefault":
@@ -490,7 +490,7 @@ else:
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
 @pytest.mark.parametrize("where", ["thread", "main"])
 def test_a_thread_reuses_its_prefaulted_memory_without_page_faults(where):
-    """core.allocator.prefault: what the same thread allocates next, up to what it prefaulted, is in place already:
+    """core.serving.allocator.prefault: what the same thread allocates next, up to what it prefaulted, is in place already:
     tensors written in full fault in few of their pages, against about half of them without it; in a thread's own
     malloc arena and in the main one (which gave a prefault back at its old trim threshold). Each in a fresh
     process: in this one, a new thread may share an arena that other threads draw from and give back."""

@@ -1,7 +1,7 @@
 """The app's menu (app.py): every page is a file of pages/ whose URL is its file name.
 
 Streamlit resolves a deep link on a fresh server's first run among the files of pages/ (its old multipage mode,
-switched off by pages/_common.py); a url_path other than the file's name would show "Page not found" there."""
+switched off by pages/ui/__init__.py); a url_path other than the file's name would show "Page not found" there."""
 
 import re
 from pathlib import Path
@@ -26,7 +26,7 @@ def test_every_page_is_a_file_and_its_url_is_its_file_name():
 
 def test_every_page_leaves_the_old_multipage_mode_through_the_shared_module():
     for stem, _ in pages_in_menu():
-        assert "from pages._common import" in (ROOT / "pages" / f"{stem}.py").read_text(), stem
+        assert "from pages.ui." in (ROOT / "pages" / f"{stem}.py").read_text(), stem
 
 
 def test_no_forced_full_garbage_collection_after_each_run():

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import charts, figure, ok, shows
 from streamlit.testing.v1 import AppTest
 
 from core.figures.stream import logit_lens_heatmap, norm_axes_figure
-from core.lens import batchnorm_statistics, tokennorm_statistics
-from conftest import charts, figure, ok, shows
+from core.lessons.lens import batchnorm_statistics, tokennorm_statistics
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN_NORM = str(ROOT / "pages" / "token_norm.py")

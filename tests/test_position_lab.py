@@ -1,4 +1,4 @@
-"""The position-encoding lesson's numbers (core/position_lab.py) against the model's own, and the properties the
+"""The position-encoding lesson's numbers (core/lessons/position_lab.py) against the model's own, and the properties the
 lessons teach: the permutation demonstration (seed 001 §3) and the incremental property (§4.1)."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from core import position_lab as lab
-from core.config import POSITION_ENCODINGS
-from core.figures.positions import bias_heatmaps, permutation_grid, similarity_heatmap
-from core.masks import MaskPreset, flip_cells
-from core.positions import alibi_slopes
 from tiny_models import tiny_model
+
+from core.figures.positions import bias_heatmaps, permutation_grid, similarity_heatmap
+from core.lessons import position_lab as lab
+from core.model.config import POSITION_ENCODINGS
+from core.model.masks import MaskPreset, flip_cells
+from core.model.positions import alibi_slopes
 
 torch.set_num_threads(1)
 IDS = [2, 7, 11, 5, 9, 13, 8, 21, 6]

@@ -1,5 +1,5 @@
-"""Pretrained models a user has (core/pretrained.py): tiny GPT-2, BERT, DistilBERT and ViT models built from configs
-with random weights, saved as Hugging Face saves them, opened through the app's own path (core.registry), and every
+"""Pretrained models a user has (core/model/pretrained.py): tiny GPT-2, BERT, DistilBERT and ViT models built from configs
+with random weights, saved as Hugging Face saves them, opened through the app's own path (core.model.registry), and every
 recorded array compared with the library's own forward pass to float32 rounding; the toggles that apply to them;
 nothing fetched; the shared hook names against TransformerLens 4.3."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from core import pretrained, registry
-from core.record import TextInputError, record_text, text_tokenizer
 from pretrained_models import SAVERS, TINY_IMAGE, VIT_MEAN, VIT_STD, cache_model
+
+from core.model import pretrained, registry
+from core.model.run import TextInputError, record_text, text_tokenizer
 
 TEXT = "the keys to the old cabinet are on the table ."
 ATOL = 2e-5  # float32 rounding over a 2-layer model
@@ -70,7 +70,7 @@ def test_every_pattern_stream_and_logit_equals_the_librarys_own_forward_pass(fol
 
 def test_a_pretrained_gpt2_keeps_the_residual_stream_a_sum_of_its_parts(folders):
     """Biases and all: the final stream is embed + positions + every sublayer's output."""
-    from core.lens import residual_decomposition
+    from core.lessons.lens import residual_decomposition
 
     _, rec, _ = recorded_and_library(folders["gpt2"])
     assert residual_decomposition(rec).max_abs_error < 1e-5
@@ -102,7 +102,7 @@ def test_switching_gpt2s_learned_positions_off_is_the_library_model_without_them
 
 @pytest.mark.parametrize("mask, visible", [("none", lambda i, j: True), ("window", lambda i, j: 0 <= i - j < 3)])
 def test_mask_ablations_on_gpt2_hide_exactly_the_keys_they_say(folders, mask, visible):
-    from core.masks import MaskSpec
+    from core.model.masks import MaskSpec
 
     model, card = opened(folders["gpt2"])
     rec = record_text(model, TEXT, mask=MaskSpec(mask, 3, True, 4), card=card)
@@ -177,7 +177,7 @@ def test_families_and_options_we_would_compute_differently_are_refused():
 # The names we share with TransformerLens 4.3 mean what it means by them
 # ---------------------------------------------------------------------------------------------------------
 
-# Documented in core/recording.py: TransformerBridge hooks BERT's whole attention module (so its attention output
+# Documented in core/model/recording.py: TransformerBridge hooks BERT's whole attention module (so its attention output
 # is after the residual sum and TokenNorm), and its hook_embed alias is the embeddings' output after their TokenNorm
 BERT_DIFFERENT = {"hook_attn_out": None, "hook_resid_mid": None, "hook_embed": "embed.hook_out",
                   "hook_token_type_embed": "token_type_embed.hook_out"}
@@ -214,7 +214,7 @@ def test_every_name_shared_with_transformerlens_means_what_it_means_there(folder
         if name.endswith("hook_attn_scores"):  # masked: -inf here, the dtype's most negative number there
             masked = np.isneginf(ours)
             assert (theirs[masked] < -1e30).all() and not (theirs[~masked] < -1e30).any(), name
-            if family == "gpt2":  # TransformerBridge's BERT scores are off (core/recording.py): ours are q.k/√K
+            if family == "gpt2":  # TransformerBridge's BERT scores are off (core/model/recording.py): ours are q.k/√K
                 np.testing.assert_allclose(ours[~masked], theirs[~masked], atol=1e-5, err_msg=name)
             continue
         np.testing.assert_allclose(ours, theirs, atol=1e-4, err_msg=name)
@@ -222,9 +222,9 @@ def test_every_name_shared_with_transformerlens_means_what_it_means_there(folder
 
 @pytest.mark.parametrize("family", ["gpt2", "bert"])
 def test_the_maths_recomputes_a_pretrained_block_biases_and_all(folders, family):
-    """core.maths, step by step in the paper's layout, with b_Q, b_K, b_V, b_O and the model's own GELU: every step
+    """core.lessons.maths, step by step in the paper's layout, with b_Q, b_K, b_V, b_O and the model's own GELU: every step
     equals the recording."""
-    from core.maths import layer_maths
+    from core.lessons.maths import layer_maths
 
     model, card = opened(folders[family])
     rec = record_text(model, TEXT, card=card)

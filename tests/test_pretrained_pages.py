@@ -8,12 +8,12 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
-
-import pages._common as common
 from conftest import PAGES, figures, ok
-from core import pretrained
+from PIL import Image
 from pretrained_models import cache_model, save_bert
+
+import pages.ui.store as store
+from core.model import pretrained
 
 GPT2 = "hf:tiny-org/page-gpt2"
 BERT = "hf:tiny-org/page-bert"
@@ -146,8 +146,8 @@ def test_a_server_that_opens_no_folders_refuses_them_from_the_box_and_from_links
 def test_a_slow_forward_pass_is_named_as_the_slow_part(app, monkeypatch):
     at = app(str(PAGES / "text_explorer.py"), model=GPT2)
     assert not any("the slow part" in c.value for c in at.caption)  # a tiny model is quick
-    monkeypatch.setattr(common, "SLOW_SECONDS", 0.0)
-    monkeypatch.setattr(common, "RESULTS_MB", 0)
+    monkeypatch.setattr(store, "SLOW_SECONDS", 0.0)
+    monkeypatch.setattr(store, "RESULTS_MB", 0)
     at = app(str(PAGES / "text_explorer.py"), model=GPT2, text="the keys to the cabinet")
     note = next(c.value for c in at.caption if "the slow part" in c.value)
     assert "2 layers × 4 heads (D = 32)" in note and "each click computes it again" in note

@@ -1,13 +1,13 @@
-"""core.analysis.qk_breakdown: one attention score recomputed step by step equals what the model recorded,
+"""core.lessons.analysis.qk_breakdown: one attention score recomputed step by step equals what the model recorded,
 for a plain (learned positions), a RoPE, an ALiBi and a relative-bias model; a masked key gets weight 0."""
 
 import numpy as np
 import pytest
-
-from core.analysis import qk_breakdown, rollout
-from core.masks import MaskSpec
-from core.record import record_text
 from tiny_models import tiny_model
+
+from core.lessons.analysis import qk_breakdown, rollout
+from core.model.masks import MaskSpec
+from core.model.run import record_text
 
 TEXT = "the keys to the old cabinet are on the table ."
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import ok
 from streamlit.testing.v1 import AppTest
 
-from conftest import ok
-from core.registry import MODELS_DIR, list_cards, quality
+from core.model.registry import MODELS_DIR, list_cards, quality
 
 EXPLORER = str(Path(__file__).resolve().parent.parent / "pages" / "text_explorer.py")
 

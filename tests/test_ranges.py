@@ -1,4 +1,4 @@
-"""Inputs whose range depends on the model or the text (pages._common.keep_in_range): a value left by another model
+"""Inputs whose range depends on the model or the text (pages.ui.widgets.keep_in_range): a value left by another model
 or given by a link outside the range is replaced by the nearest valid one, with a note, never an exception
 (issue 14 §5). On the bundled models, which differ in context (128 and 32 tokens), layers and heads."""
 

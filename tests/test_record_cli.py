@@ -9,8 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from core.record import TextInputError, main, record_text
-from core.registry import DEFAULT_TEXT_MODEL, list_cards, load_model
+from core.model.registry import DEFAULT_TEXT_MODEL, list_cards, load_model
+from core.model.run import TextInputError, record_text
+from core.record import main
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -84,9 +85,9 @@ def test_empty_text_raises_a_clear_error():
 
 
 def test_quality_names_the_held_out_figures_most_telling_first_with_their_spread():
-    from core.checkpoint import ModelCard
-    from core.config import ModelConfig
-    from core.registry import quality
+    from core.model.checkpoint import ModelCard
+    from core.model.config import ModelConfig
+    from core.model.registry import quality
     card = ModelCard("lm-x", "grammar-lm", ModelConfig(vocab_size=10),
                      metrics={"headline": {"ppl": 17.94, "agreement": 0.9412}, "spread": {"agreement": 0.021}})
     assert quality(card) == "agreement 94% ± 2% · perplexity 17.9"
@@ -95,7 +96,7 @@ def test_quality_names_the_held_out_figures_most_telling_first_with_their_spread
 
 
 def test_every_bundled_model_shows_its_held_out_quality():
-    from core.registry import MODELS_DIR, quality
+    from core.model.registry import MODELS_DIR, quality
     for card in list_cards(MODELS_DIR):
         figures = card.metrics["headline"]
         assert quality(card) and all(f"{value:.0%}" in quality(card) for key, value in figures.items()
@@ -104,9 +105,9 @@ def test_every_bundled_model_shows_its_held_out_quality():
 
 def test_the_model_list_is_read_once_and_again_when_a_card_changes(tmp_path, monkeypatch):
     """list_cards keeps the cards it read (every page lists them at every run) while no card file changes."""
-    from core import registry
-    from core.checkpoint import ModelCard, read_card
-    from core.config import ModelConfig
+    from core.model import registry
+    from core.model.checkpoint import ModelCard, read_card
+    from core.model.config import ModelConfig
 
     config = ModelConfig(d_model=8, n_heads=2, n_layers=1, d_mlp=16, max_len=8, vocab_size=10)
     for name in ("a", "b"):

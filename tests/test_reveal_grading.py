@@ -1,4 +1,4 @@
-"""core/predictions.py: the grade sentence, and which option each kind of measurement makes right."""
+"""core/lessons/predictions.py: the grade sentence, and which option each kind of measurement makes right."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from core import predictions as p
-from core.position_lab import position_similarity
-from core.positions import sinusoidal_table
+from core.lessons import predictions as p
+from core.lessons.position_lab import position_similarity
+from core.model.positions import sinusoidal_table
 
 GROWTH = {"about ×1": 1, "about ×2": 2, "about ×4": 4, "about ×8": 8}
 SAME = ["exactly the same", "close", "clearly different"]

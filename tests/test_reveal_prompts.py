@@ -11,22 +11,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
-
 from conftest import PAGES, drawn, figures, ok, shows
-from core import position_lab as lab
-from core import registry
+from streamlit.testing.v1 import AppTest
+from test_cross_attention_page import tiny_dir  # noqa: F401  (a fixture: two tiny random encoder–decoders)
+
 from core.data.translation import read_source, vocabularies
 from core.figures.maths import token_axis_labels
-from core.generation import Sampling, cache_check, generate
-from core.lens import token_norm_view
-from core.linear_attention import compare_on_recording
-from core.maths import layer_maths
-from core.masks import MaskPreset, flip_cells
-from core.record import encode_text, record_text
-from core.seq2seq import load_seq2seq, run_translation
-from pages._common import DEFAULT_TEXT, literal
-from test_cross_attention_page import tiny_dir  # noqa: F401  (a fixture: two tiny random encoder–decoders)
+from core.lessons import position_lab as lab
+from core.lessons.generation import Sampling, cache_check, generate
+from core.lessons.lens import token_norm_view
+from core.lessons.linear_attention import compare_on_recording
+from core.lessons.maths import layer_maths
+from core.model import registry
+from core.model.masks import MaskPreset, flip_cells
+from core.model.run import encode_text, record_text
+from core.model.seq2seq import load_seq2seq, run_translation
+from pages.ui.safety import literal
+from pages.ui.text_input import DEFAULT_TEXT
 
 torch.set_num_threads(1)
 SOURCE = "the dog that the children loved chased two old cats ."  # the encoder–decoder page's default

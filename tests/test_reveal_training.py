@@ -5,11 +5,11 @@ what to train and grades nothing; after the runs, the grade names the prediction
 from __future__ import annotations
 
 import numpy as np
-from streamlit.testing.v1 import AppTest
-
 from conftest import ok
-from core import live
+from streamlit.testing.v1 import AppTest
 from test_training_page import models_dir, new_page, start, stop_runs, texts, tiny, user_dir  # noqa: F401 (fixtures)
+
+from core.training.live import runs, worker
 
 
 def chart_keys(at: AppTest) -> set[str]:
@@ -26,7 +26,7 @@ def reveal(at: AppTest, key: str, prediction: str) -> None:
     ok(at)
 
 
-def train(at: AppTest, recipe: str, warmup: int) -> live.LiveRun:
+def train(at: AppTest, recipe: str, warmup: int) -> runs.LiveRun:
     at.selectbox(key="tr_recipe").set_value(recipe).run()
     tiny(at)
     at.number_input(key="tr_warmup").set_value(warmup)
@@ -38,7 +38,7 @@ def train(at: AppTest, recipe: str, warmup: int) -> live.LiveRun:
     return run
 
 
-def final_loss(run: live.LiveRun, steps: int) -> float:
+def final_loss(run: runs.LiveRun, steps: int) -> float:
     return float(np.mean(run.view().history["loss"][steps - 25:steps]))
 
 
@@ -84,4 +84,4 @@ def test_the_pattern_prompt_hides_when_it_formed_and_grades_the_run(new_page):
     assert {"tr_scores"} <= chart_keys(at) and "Watching for the" in texts(at)
     last = run.view().snapshots[-1]
     assert grade(at) == (f"You said **never**; measured: in this run: the best head scores {last.best_score:.2f} "
-                         f"after {last.step} steps (it counts at ≥ {live.PATTERN_THRESHOLD}). **Right.**")
+                         f"after {last.step} steps (it counts at ≥ {worker.PATTERN_THRESHOLD}). **Right.**")

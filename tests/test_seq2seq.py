@@ -1,5 +1,5 @@
-"""The encoder–decoder (core/seq2seq.py), the English -> Tailish task (core/data/translation.py), its training and
-evaluation (core/train_seq2seq.py), and the bundled model in assets/seq2seq."""
+"""The encoder–decoder (core/model/seq2seq.py), the English -> Tailish task (core/data/translation.py), its training and
+evaluation (core/training/train_seq2seq.py), and the bundled model in assets/seq2seq."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.config import ConfigError
 from core.data import translation
 from core.data.grammar import ADJECTIVES, COPULA_FORMS, NAMES, PAST_VERBS, PLURAL_NOUNS, PREPOSITIONS, SINGULAR_NOUNS
-from core.data.translation import (HELDOUT_SEED, TRAIN_SEED, NotInGrammarError, TranslationInputError,
-                                   generate_pairs, read_source, translate)
-from core.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, alignment_mass,
-                          list_seq2seq_cards, load_seq2seq, run_translation, save_seq2seq)
-from core.train_seq2seq import PRESETS, evaluate, make_batch, train_steps
+from core.data.translation import (HELDOUT_SEED, TRAIN_SEED, NotInGrammarError, TranslationInputError, generate_pairs,
+                                   read_source, translate)
+from core.model.config import ConfigError
+from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, alignment_mass,
+                                list_seq2seq_cards, load_seq2seq, run_translation, save_seq2seq)
+from core.training.train_seq2seq import PRESETS, evaluate, make_batch, train_steps
 
 TINY = dict(src_vocab_size=40, tgt_vocab_size=30, d_model=32, n_heads=2, n_encoder_layers=2, n_decoder_layers=2,
             d_mlp=48, max_src_len=12, max_tgt_len=10)

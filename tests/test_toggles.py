@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import registry
-from core.recording import Recording
-from core.registry import quality
-from pages._common import (MASK_CHOICES, Setting, ablation_encodings, chosen_setting, get_recording,
-                           trained_encodings)
+from core.model import registry
+from core.model.recording import Recording
+from core.model.registry import quality
+from pages.ui.store import Setting, get_recording
+from pages.ui.toggles import MASK_CHOICES, ablation_encodings, chosen_setting, trained_encodings
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT_PAGE = str(ROOT / "pages" / "text_explorer.py")
@@ -114,26 +114,26 @@ def test_image_lab_shows_charts_for_every_encoding(apply):
 
 
 def test_recordings_are_computed_in_the_recorder_thread(monkeypatch):
-    """pages._common.recorder: every session's recorded passes run in its one thread (its memory faulted in up
+    """pages.ui.store.recorder: every session's recorded passes run in its one thread (its memory faulted in up
     front), with the numbers record_text gives anywhere."""
     import threading
 
-    import pages._common as common
+    import pages.ui.store as store
 
-    real, threads = common.record_text, []
+    real, threads = store.record_text, []
 
     def record_text(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(common, "record_text", record_text)
+    monkeypatch.setattr(store, "record_text", record_text)
     text = "the recorder thread reads this sentence ."
     recording = get_recording(Setting("lm-rope"), text)
     assert threads == ["recorder_0"]
     # its prefault, freed at the top of whichever malloc arena the thread was given, stays below the threshold at
     # which glibc gives a heap's free top back (the main arena gave it back at 256 MiB)
-    from core.allocator import TOP_PAD, TRIM_THRESHOLD
-    assert common.RESULTS_MB * 2**20 + TOP_PAD < TRIM_THRESHOLD
+    from core.serving.allocator import TOP_PAD, TRIM_THRESHOLD
+    assert store.RESULTS_MB * 2**20 + TOP_PAD < TRIM_THRESHOLD
     model, card = registry.load_model("lm-rope")
     here = real(model, text, card=card)
     for layer in range(recording.n_layers):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from core import tokenizer as tok
 from core.data import algorithmic, grammar
-from core.tokenizer import TextTokenizer
+from core.data.vocabulary import build_tokenizer
+from core.tokenizers.words import SPECIAL_TOKENS, TextTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -16,8 +16,8 @@ def tokenizer() -> TextTokenizer:
 
 def test_saved_tokenizer_matches_a_fresh_build() -> None:
     """assets/tokenizer.json is up to date with the generators (and building is deterministic)."""
-    fresh = tok.build_tokenizer()
-    assert fresh.get_vocab() == tok.build_tokenizer().get_vocab()
+    fresh = build_tokenizer()
+    assert fresh.get_vocab() == build_tokenizer().get_vocab()
     assert TextTokenizer()._tokenizer.get_vocab() == fresh.get_vocab()
 
 
@@ -25,7 +25,7 @@ def test_vocabulary(tokenizer: TextTokenizer) -> None:
     ids = (tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id,
            tokenizer.eos_id, tokenizer.mask_id, tokenizer.sep_id)
     assert ids == (0, 1, 2, 3, 4, 5)
-    expected = {*tok.SPECIAL_TOKENS, *grammar.lexicon_words(), *algorithmic.SYMBOLS,
+    expected = {*SPECIAL_TOKENS, *grammar.lexicon_words(), *algorithmic.SYMBOLS,
                 algorithmic.SEPARATOR}
     vocab = {tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)}
     assert vocab == expected

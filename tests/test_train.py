@@ -9,16 +9,16 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core.checkpoint import load_checkpoint
-from core.model import Transformer
-from core.tasks import IGNORE
-from core.tokenizer import TextTokenizer
-from core.train import batches, learning_rate, presets, train_preset, train_steps
+from core.model.checkpoint import load_checkpoint
+from core.model.transformer import Transformer
+from core.tokenizers.words import TextTokenizer
+from core.training.tasks import IGNORE
+from core.training.train import batches, learning_rate, presets, train_preset, train_steps
 
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    """Train on one torch thread, as core/train.py's callers do: on a busy 2-core machine two threads contend."""
+    """Train on one torch thread, as core/training/train.py's callers do: on a busy 2-core machine two threads contend."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -49,7 +49,7 @@ def test_training_is_reproducible_and_the_checkpoint_round_trips(tmp_path):
 def test_a_pool_made_beforehand_trains_the_same_model(tmp_path):
     """train_preset(pool=...) (a device run draws the pool once for many runs) reads the same batches as the pool
     it would make itself; its device argument moves every batch (a CPU here) and saves the model from the CPU."""
-    from core.train import make_pool
+    from core.training.train import make_pool
 
     tokenizer = TextTokenizer()
     preset = presets(tokenizer.vocab_size)["tiny-test"]
@@ -105,9 +105,9 @@ def test_the_bundled_recipe_trains_exactly_as_before_the_optimiser_options():
 def test_seeds_are_trained_evaluated_and_the_median_seed_shipped(tmp_path):
     from safetensors.torch import load_file
 
-    from core.evaluate import seed_cards
-    from core.registry import quality
-    from core.train import train_seeds
+    from core.model.registry import quality
+    from core.training.evaluate import seed_cards
+    from core.training.train import train_seeds
     preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
     path = train_seeds(preset, [0, 1, 2], tmp_path / "models", tmp_path / "seeds", progress=False)
     card = load_checkpoint(path)[1]
@@ -124,7 +124,7 @@ def test_seeds_are_trained_evaluated_and_the_median_seed_shipped(tmp_path):
 
 
 def test_seeds_already_trained_with_the_same_recipe_are_kept(tmp_path, monkeypatch):
-    import core.train as train
+    import core.training.train as train
     preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
     train.train_seeds(preset, [0], tmp_path / "models", tmp_path / "seeds", progress=False)
     seed_card = tmp_path / "seeds" / "seed-0" / "tiny-test.json"
@@ -140,8 +140,8 @@ def test_seeds_already_trained_with_the_same_recipe_are_kept(tmp_path, monkeypat
 
 
 def test_evaluation_keeps_the_seed_figures_where_only_the_shipped_weights_are_here(tmp_path):
-    from core.evaluate import evaluate_bundled, seed_cards
-    from core.train import train_seeds
+    from core.training.evaluate import evaluate_bundled, seed_cards
+    from core.training.train import train_seeds
     preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
     path = train_seeds(preset, [0, 1, 2], tmp_path / "models", tmp_path / "seeds", progress=False)
     trained = load_checkpoint(path)[1].metrics
@@ -157,8 +157,8 @@ def test_evaluation_keeps_the_seed_figures_where_only_the_shipped_weights_are_he
 def test_train_all_reproduces_each_compared_model_from_its_seeds(monkeypatch, tmp_path):
     """--all trains every bundled preset; the models the toggles compare are each the median of three seeds, the
     others one run. Every shipped card was made that way (its seeds are the preset's)."""
-    import core.train as train
-    from core.registry import list_cards
+    import core.training.train as train
+    from core.model.registry import list_cards
     calls = {}
     monkeypatch.setattr(train, "train_seeds", lambda p, seeds, out, **_: calls.setdefault(p.name, tuple(seeds)) and out)
     monkeypatch.setattr(train, "train_preset", lambda p, out, **_: calls.setdefault(p.name, ()) or out)
@@ -177,8 +177,8 @@ def test_train_all_reproduces_each_compared_model_from_its_seeds(monkeypatch, tm
 def test_image_batches_are_turned_by_the_squares_symmetries_only_when_the_recipe_says_so():
     """augment=True: every image of a batch is its pool image under one of the 8 symmetries of the square, all 8
     occur, the labels stay; augment=False: the pool's images as they are. A text preset cannot ask for it."""
-    from core.config import ConfigError
-    from core.tasks import ImagePool
+    from core.model.config import ConfigError
+    from core.training.tasks import ImagePool
 
     preset = replace(presets(TextTokenizer().vocab_size)["vit-learned"], batch_size=256, augment=False)
     pool = ImagePool(256, 0)

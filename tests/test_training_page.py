@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import PAGES, charts, ok
-from core import live, registry
-from pages._common import model_label, text_cards
+from streamlit.testing.v1 import AppTest
 from tiny_models import write_tiny_models
 from vision_models import write_tiny_vits
+
+from core.model import registry
+from core.training.live import runs
+from core.training.live import spec as live_spec
+from pages.ui.models import model_label, text_cards
 
 PAGE = str(PAGES / "live_training.py")
 
@@ -35,7 +37,7 @@ def user_dir(tmp_path, monkeypatch) -> Path:
 def stop_runs():
     """No run outlives its test."""
     yield
-    for run in live.RUNS.runs():
+    for run in runs.RUNS.runs():
         run.stop(run.owner)
         run.join(timeout=60)
 
@@ -64,10 +66,10 @@ def tiny(at: AppTest, steps: int = 30) -> None:
     at.select_slider(key="tr_batch").set_value(8)
 
 
-def start(at: AppTest) -> live.LiveRun:
+def start(at: AppTest) -> runs.LiveRun:
     at.button(key="tr_start").click().run()
     ok(at)
-    run = live.RUNS.get(at.session_state["live_run"])
+    run = runs.RUNS.get(at.session_state["live_run"])
     assert run is not None and at.query_params["run"] == run.run_id
     return run
 
@@ -136,7 +138,7 @@ def test_a_short_run_trains_shows_its_curves_and_snapshots_and_saves(new_page, u
     ok(at)
     assert "Finished: step 30 of 30" in " ".join(p.proto.text for p in at.get("progress"))
     accuracy = float(np.mean(run.view().history["accuracy"][-25:]))  # 30 steps: near the guessing level
-    verdict = "Not learned" if accuracy < 1.5 * live.accuracy_guide("reversal").guess else "Partly learned"
+    verdict = "Not learned" if accuracy < 1.5 * live_spec.accuracy_guide("reversal").guess else "Partly learned"
     assert any(w.value.startswith(f"**{verdict}") and f"Batch accuracy **{accuracy:.2f}**" in w.value
                and "close to 1" in w.value for w in at.warning)
     assert len(charts(at)) >= 7  # curves, layers, head, all heads, TokenNorm, residual, schedule (the scores wait
@@ -192,7 +194,7 @@ def test_stop_compare_and_reload(new_page):
 
 
 def test_a_busy_server_says_so(new_page, monkeypatch):
-    monkeypatch.setattr(live.RUNS, "max_running", 0)
+    monkeypatch.setattr(runs.RUNS, "max_running", 0)
     at = new_page()
     tiny(at)
     at.button(key="tr_start").click().run()
@@ -206,7 +208,7 @@ def test_a_busy_server_says_so(new_page, monkeypatch):
     ("token_norm.py", dict(norm="post")),
     ("image_lab.py", dict(task="shapes", mask="none"))])
 def test_a_saved_run_opens_in_the_other_pages_like_a_bundled_model(app, user_dir, page, spec):
-    run = live.LiveRegistry().start(live.RunSpec(steps=3, d_model=16, batch_size=8, **spec), "saver")
+    run = runs.LiveRegistry().start(live_spec.RunSpec(steps=3, d_model=16, batch_size=8, **spec), "saver")
     assert run.join(timeout=120)
     name = f"my-{page.removesuffix('.py')}"  # models are cached by name: one name per model, as saving ensures
     run.save(name, "saver")
@@ -256,7 +258,7 @@ def test_two_tabs_of_one_browser_hold_one_run(new_page):
 
 def test_the_page_says_the_step_cap_and_refuses_more(new_page):
     at = new_page()
-    assert f"at most **{live.RunSpec().max_steps():,} steps**" in texts(at) and "stops, and is kept" in texts(at)
+    assert f"at most **{live_spec.RunSpec().max_steps():,} steps**" in texts(at) and "stops, and is kept" in texts(at)
     at.selectbox(key="tr_task").set_value("grammar-lm")
     at.number_input(key="tr_layers").set_value(6)
     at.select_slider(key="tr_d").set_value(128)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageFile
-
-from core import image_io
-from core.image_io import ImageBusyError, ImageInputError, load_image
 from upload_files import bmp_header_only, decode_cost, encode, flat_png, header_only_png, photo_jpeg
+
+from core.serving import image_io
+from core.serving.image_io import ImageBusyError, ImageInputError, load_image
 
 
 def peak_growth_mb(path: Path) -> tuple[float, str]:

@@ -1,4 +1,4 @@
-"""core/vision.py (what the image page shows) and core/figures/images.py (its figures), on tiny random ViTs."""
+"""core/lessons/vision.py (what the image page shows) and core/figures/images.py (its figures), on tiny random ViTs."""
 
 from __future__ import annotations
 
@@ -6,17 +6,16 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
+from vision_models import tiny_vit
 
-from core.analysis import rollout
-from core.config import ConfigError, ModelConfig
 from core.data.images import CLASSES, HELDOUT_SEED, generate_dataset
 from core.figures.canvas import image_overlay_spec, pack, unpack
-from core.figures.images import (SELECTED_COLOUR, class_probability_bars, muted,
-                                 figure2_strip, image_with_grid)
-from core.patches import patchify
-from core.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention, patch_token,
-                         readout_attention, record_image, rollout_grid, token_of_patch)
-from vision_models import tiny_vit
+from core.figures.images import SELECTED_COLOUR, class_probability_bars, figure2_strip, image_with_grid, muted
+from core.lessons.analysis import rollout
+from core.lessons.vision import (ImageRecording, downsample_mask, image_encodings, mask_grid, patch_attention,
+                                 patch_token, readout_attention, record_image, rollout_grid, token_of_patch)
+from core.model.config import ConfigError, ModelConfig
+from core.model.patches import patchify
 
 ROWS = COLS = 8  # 32 x 32 images, 4 x 4 patches
 N_PATCHES = ROWS * COLS

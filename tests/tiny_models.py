@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 
-from core.checkpoint import ModelCard, save_checkpoint
-from core.config import ModelConfig
-from core.model import Transformer
-from core.record import tokenizer
+from core.model.checkpoint import ModelCard, save_checkpoint
+from core.model.config import ModelConfig
+from core.model.run import tokenizer
+from core.model.transformer import Transformer
 
 TINY = dict(d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=64)
 
@@ -46,7 +46,7 @@ def write_tiny_seq2seq(directory: Path) -> Path:
     """Two tiny random encoder–decoders (`tiny`, `tiny-b`) with the real vocabularies; `tiny` has held-out metrics
     naming L1 H1 as its best-aligned head."""
     from core.data.translation import vocabularies
-    from core.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
+    from core.model.seq2seq import Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, save_seq2seq
 
     vocab = vocabularies()
     for seed, name in enumerate(("tiny", "tiny-b")):

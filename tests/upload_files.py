@@ -81,7 +81,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from PIL import Image
-from core.image_io import ImageInputError, load_image
+from core.serving.image_io import ImageInputError, load_image
 
 def full_decode(data):  # every pixel decoded, then converted and resized (as the review measured)
     with Image.open(io.BytesIO(data)) as image:

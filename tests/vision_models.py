@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from core.checkpoint import ModelCard, save_checkpoint
-from core.config import ModelConfig
 from core.data.images import CLASSES
-from core.model import Transformer
+from core.model.checkpoint import ModelCard, save_checkpoint
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 
 TINY_VIT = dict(input="patches", head="classifier", n_classes=len(CLASSES), image_size=32, patch_size=4,
                 d_model=32, n_heads=2, n_layers=2, d_mlp=64, max_len=65, mask="none")

@@ -1,4 +1,4 @@
-// The app's canvas heatmap (pages/_heatmap.py mounts it; core/figures/canvas.py builds and packs what it shows).
+// The app's canvas heatmap (pages/ui/heatmap.py mounts it; core/figures/canvas.py builds and packs what it shows).
 // One pixel per cell, scaled up without smoothing; tick labels, axis titles and a colour bar drawn around it; a
 // hover box with the exact recorded numbers; a PNG button. A new payload redraws the same canvas in place.
 // A spec of kind "lines" is the head view instead: bands from queries to keys, one colour per head, a legend.

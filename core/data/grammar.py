@@ -26,6 +26,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+from core.tokenizers.words import TextTokenizer
+
 Number = Literal["sg", "pl"]
 Gender = Literal["female", "male"]
 Tense = Literal["present", "past"]
@@ -415,3 +417,20 @@ def generate_agreement_examples(n: int, seed: int) -> list[AgreementExample]:
             )
         )
     return examples
+
+
+def pack_documents(documents: list[str], tokens: int, tokenizer: TextTokenizer) -> list[str]:
+    """Consecutive documents joined into texts of at most `tokens` tokens each, [BOS] and [EOS] included
+    (a document longer than that alone is left out)."""
+    texts, current, length = [], [], 2
+    for document in documents:
+        size = len(tokenizer.encode(document).ids) - 1  # without its [BOS]
+        if length + size > tokens and current:
+            texts.append(" ".join(current))
+            current, length = [], 2
+        if length + size <= tokens:
+            current.append(document)
+            length += size
+    if current:
+        texts.append(" ".join(current))
+    return texts

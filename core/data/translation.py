@@ -32,9 +32,9 @@ from tokenizers.models import WordLevel
 
 from core.data import grammar
 from core.data.grammar import (ADJECTIVES, COPULA_FORMS, INTRANSITIVE_VERBS, NAMES, PAST_VERBS, PLURAL_NOUNS,
-                               PREPOSITIONS, PRONOUNS, RELATIVIZER, SINGULAR_NOUNS, TRANSITIVE_FORMS,
-                               TRANSITIVE_VERBS, Phrase)
-from core.tokenizer import EOS, SPECIAL_TOKENS, TextTokenizer
+                               PREPOSITIONS, PRONOUNS, RELATIVIZER, SINGULAR_NOUNS, TRANSITIVE_FORMS, TRANSITIVE_VERBS,
+                               Phrase)
+from core.tokenizers.words import EOS, SPECIAL_TOKENS, TextTokenizer
 
 TRAIN_SEED = 0
 HELDOUT_SEED = 1

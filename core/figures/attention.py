@@ -21,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
-from core.visible import escaped, is_invisible
+from core.serving.visible import escaped, is_invisible
 
 NOTATIONS = ("common", "paper")
 # Scales spelled out as plotly.py's validator would: plotly.js has scales of the same names that run the other way
@@ -335,7 +335,7 @@ def png_config(filename: str, scale: int = 2, zoom: bool = True) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# One score taken apart (core.analysis.qk_breakdown)
+# One score taken apart (core.lessons.analysis.qk_breakdown)
 # ---------------------------------------------------------------------------------------------------------
 
 POSITIVE, NEGATIVE, CHOSEN, OTHER = "#0072B2", "#D55E00", "#D55E00", "#9ecae1"

@@ -29,8 +29,8 @@ import numpy as np
 
 from core.figures.attention import (DIFF_COLORSCALE, MASKED_FILL, MASKED_HATCH, MAX_HATCHED, MAX_TICK_LABELS,
                                     MIN_LINE_WEIGHT, ROLLOUT_COLORSCALE, WEIGHT_COLORSCALE, _check_notation,
-                                    _figure_size, _masked_of, _tick_font_size, axis_titles, head_color,
-                                    numbered_labels, oriented, overview_grid, plain_token_labels)
+                                    _figure_size, _masked_of, _tick_font_size, axis_titles, head_color, numbered_labels,
+                                    oriented, overview_grid, plain_token_labels)
 from core.figures.images import GRID_COLOUR, OVERLAY_COLORSCALE, SELECTED_COLOUR, muted
 
 DTYPES = {"float32": np.float32, "uint8": np.uint8}
@@ -110,7 +110,7 @@ def difference_heatmap_spec(pattern_a: np.ndarray, pattern_b: np.ndarray, tokens
 
 def rollout_spec(matrix: np.ndarray, tokens: Sequence[str], *, unknown: Sequence[bool] | None = None,
                  notation: str = "common", title: str = "", height: int | None = None) -> dict:
-    """Attention rollout [N(output token), N(input token)] (core.analysis.rollout, rows sum to 1), as
+    """Attention rollout [N(output token), N(input token)] (core.lessons.analysis.rollout, rows sum to 1), as
     core.figures.attention.rollout_heatmap shows it: transposed in paper notation, on 0 .. its largest share."""
     matrix = np.asarray(matrix)
     n = matrix.shape[-1]

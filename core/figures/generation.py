@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from core.figures.attention import plain_token_labels, token_labels
 from core.figures.canvas import head_heatmap_spec
-from core.generation import Sampling
+from core.lessons.generation import Sampling
 
 ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR = "#0072B2", "#d4d4d4", "#E69F00"
 MODEL_COLOUR, KEPT_COLOUR, CHOSEN_COLOUR = "#56B4E9", "#0072B2", "#D55E00"

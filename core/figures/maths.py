@@ -1,5 +1,5 @@
-"""Plotly figures of the two lesson pages: matrices in the paper's layout (core/maths.py) and the cost of softmax
-vs linear attention (core/linear_attention.py). Pure functions from arrays to figures: no model maths, no Streamlit.
+"""Plotly figures of the two lesson pages: matrices in the paper's layout (core/lessons/maths.py) and the cost of softmax
+vs linear attention (core/lessons/linear_attention.py). Pure functions from arrays to figures: no model maths, no Streamlit.
 
 Colours are colour-blind safe: a red–blue diverging scale centred on 0 for signed numbers, Okabe–Ito for the
 two methods (HEAD_COLORS)."""

@@ -1,4 +1,4 @@
-"""Plotly figures of the position-encoding lesson: pure functions from arrays (core/position_lab.py) to figures.
+"""Plotly figures of the position-encoding lesson: pure functions from arrays (core/lessons/position_lab.py) to figures.
 
 Colour-blind-safe scales only: RdBu for signed values centred on 0, Blues for changes from 0 up (and for values
 all on one side of 0), Viridis for

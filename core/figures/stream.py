@@ -1,6 +1,6 @@
 """Plotly figures of the residual stream, the logit lens and TokenNorm: pure functions from arrays to figures.
 
-No model maths and no Streamlit here: the numbers come from core/lens.py. Token labels are made safe for plotly
+No model maths and no Streamlit here: the numbers come from core/lessons/lens.py. Token labels are made safe for plotly
 by core.figures.attention.token_labels (control characters visible, HTML escaped, unknown words marked ⟨…⟩?).
 
 Layouts follow the recording (tokens down the rows, X is N x D); with notation="paper" the figure-5 view shows

@@ -1,4 +1,4 @@
-"""Plotly figures of a training run (core/live.py): curves over steps, one run or two overlaid. Pure functions from
+"""Plotly figures of a training run (core/training/live/): curves over steps, one run or two overlaid. Pure functions from
 arrays to figures; no model maths, no Streamlit.
 
 Every curve draws the per-step values the run computed as a thin line; a thick line over it is their running

@@ -48,8 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from core.data.grammar import generate_documents  # noqa: E402
-from core.record import text_tokenizer, tokenizer  # noqa: E402
-from core.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards, load_model  # noqa: E402
+from core.model.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards, load_model  # noqa: E402
+from core.model.run import text_tokenizer, tokenizer  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

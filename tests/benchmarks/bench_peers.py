@@ -23,8 +23,8 @@ import asyncio
 import json
 import os
 import statistics
-import urllib.parse
 import sys
+import urllib.parse
 import zlib
 from pathlib import Path
 
@@ -36,10 +36,10 @@ from bench_browser import free_port, grammar_text, start, wait_healthy  # noqa: 
 from bench_recording import median_seconds  # noqa: E402
 from load_test import Session, stop_server  # noqa: E402
 
-from core.config import ModelConfig  # noqa: E402
-from core.model import Transformer  # noqa: E402
-from core.record import record_text  # noqa: E402
-from core.registry import DEFAULT_TEXT_MODEL, load_model  # noqa: E402
+from core.model.config import ModelConfig  # noqa: E402
+from core.model.registry import DEFAULT_TEXT_MODEL, load_model  # noqa: E402
+from core.model.run import record_text  # noqa: E402
+from core.model.transformer import Transformer  # noqa: E402
 
 # The bundled text models' shape (assets/models/*.json), with a context long enough for N = 1024.
 CONFIG = ModelConfig(d_model=128, n_heads=4, n_layers=4, d_mlp=256, max_len=1024, vocab_size=335,

@@ -6,7 +6,7 @@ explorer's toggle in a real browser as a ratio to the trivial page.
 The model is GPT-2 small's shape (12 layers, 12 heads, D = 768, context 1024, 50,257 tokens) built from its config
 with random weights and saved as Hugging Face saves a model, with a byte-level BPE tokenizer trained here on our
 generated corpus (no hub, no download: the timing does not depend on the weights' values). It is opened through the
-app's own path (core.registry.load_model("hf:<folder>")). For each N it reports medians over the repeats of:
+app's own path (core.model.registry.load_model("hf:<folder>")). For each N it reports medians over the repeats of:
 
   recorded  our forward pass with every intermediate recorded (what a page asks for), per token
   plain     our forward pass recording nothing
@@ -32,8 +32,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from core import pretrained, registry  # noqa: E402
 from core.data.grammar import generate_documents  # noqa: E402
+from core.model import pretrained, registry  # noqa: E402
 
 GOAL_TOGGLE_SECONDS = 2.0
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from core.config import ModelConfig  # noqa: E402
-from core.model import Transformer  # noqa: E402
+from core.model.config import ModelConfig  # noqa: E402
+from core.model.transformer import Transformer  # noqa: E402
 
 
 def median_seconds(model: Transformer, ids: torch.Tensor, record: bool, repeats: int) -> list[float]:

@@ -5,9 +5,9 @@
                                                                              # recipes, once per seed
     python tests/benchmarks/bench_training.py --spec '{"task": "copy", "n_heads": 1, "pos_encoding": "rope"}'
 
-Runs the real background worker (core/live.py: one torch thread, snapshots of the probe as the page takes them)
+Runs the real background worker (core/training/live/: one torch thread, snapshots of the probe as the page takes them)
 and reports steps per second, and the step and seconds (from pressing start) at which the best head's task
-pattern score (core.analysis.mirrored_score on reversal) first reaches the threshold.
+pattern score (core.lessons.analysis.mirrored_score on reversal) first reaches the threshold.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from core.live import PATTERN_THRESHOLD, RECIPES, LiveRegistry, RunSpec  # noqa: E402
+from core.training.live.runs import LiveRegistry  # noqa: E402
+from core.training.live.spec import RECIPES, RunSpec  # noqa: E402
+from core.training.live.worker import PATTERN_THRESHOLD  # noqa: E402
 
 COMPARISONS = ("post-LN, no warm-up", "post-LN, with warm-up", "pre-LN, no warm-up")  # the page's recipes
 

@@ -7,7 +7,7 @@ its peak resident memory grew (VmHWM, reset first; Linux) and the CPU seconds sp
 outside Python's allocator, so tracemalloc would miss them. "before" is a full decode, as the review measured it
 (every pixel decoded, then converted and resized: full_decode in tests/upload_files.py; the loader before issue 15
 did this for a PNG, with one more copy, but already decoded JPEGs at a reduced scale); "after" is
-core.image_io.load_image, which refuses from the header what is too large and otherwise holds at most one
+core.serving.image_io.load_image, which refuses from the header what is too large and otherwise holds at most one
 full-size buffer. The page then caches the 32 x 32 result, so a rerun (a layer click) decodes nothing.
 """
 

@@ -1,0 +1,67 @@
+"""Run a model on a text: the text checked and tokenized (ours, or a pretrained model's own tokenizer), one forward
+pass with record=True, and the tokens in the Recording's meta. Pages, lessons and the command line (core/record.py)
+all record a text through record_text.
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from functools import lru_cache
+
+import torch
+
+from core.model import pretrained
+from core.model.checkpoint import ModelCard
+from core.model.masks import MaskSpec
+from core.model.pretrained import PretrainedTokenizer
+from core.model.recording import Recording
+from core.model.transformer import Transformer
+from core.tokenizers.words import TextTokenizer
+
+MAX_TEXT_CHARS = 20_000  # beyond this no bundled model's context can hold the text; refuse before tokenizing
+
+
+class TextInputError(ValueError):
+    """Text the model cannot be run on; str() is one clear line for the user."""
+
+
+@lru_cache(maxsize=1)
+def tokenizer() -> TextTokenizer:
+    return TextTokenizer()
+
+
+def text_tokenizer(card: ModelCard | None = None) -> TextTokenizer | PretrainedTokenizer:
+    """The tokenizer the model of `card` reads: ours, or a pretrained model's own."""
+    if card is not None and pretrained.is_pretrained(card.name):
+        return pretrained.load(pretrained.source_of(card.name)).tokenizer
+    return tokenizer()
+
+
+def encode_text(text: str, max_len: int, tok: TextTokenizer | PretrainedTokenizer | None = None
+                ) -> tuple[list[int], list[str], list[bool]]:
+    """Token ids, surface tokens and unknown flags of a text (by `tok`, ours by default), checked against the
+    context length."""
+    if not text or not text.strip() or all(unicodedata.category(c)[0] in "CZ" for c in text):
+        raise TextInputError("the text is empty: type a few words")
+    if len(text) > MAX_TEXT_CHARS:
+        raise TextInputError(f"the text has {len(text):,} characters; this model reads at most "
+                             f"{max_len} tokens, so shorten it")
+    encoded = (tok or tokenizer()).encode(text)
+    if len(encoded.ids) > max_len:
+        raise TextInputError(f"the text has {len(encoded.ids)} tokens (with its first token) but this model's "
+                             f"context length is {max_len}; shorten it")
+    return encoded.ids, encoded.tokens, encoded.is_unknown
+
+
+@torch.no_grad()
+def record_text(model: Transformer, text: str, mask: str | MaskSpec | torch.Tensor | None = None,
+                pe: str | None = None, card: ModelCard | None = None) -> Recording:
+    """The recording of the model's forward pass on `text` (with [BOS] first, or a pretrained model's own first
+    tokens), tokens in its meta."""
+    ids, tokens, unknown = encode_text(text, model.cfg.max_len, text_tokenizer(card))
+    started = time.perf_counter()
+    recording = model(torch.tensor([ids]), mask=mask, pe=pe, record=True).recording
+    recording.meta.update(tokens=tokens, ids=ids, unknown=unknown, text=text, model=card.name if card else None,
+                          seconds=time.perf_counter() - started)  # how long the forward pass took (pages say so)
+    return recording

@@ -1,0 +1,67 @@
+"""Keep freed memory in the process, so that a forward pass does not fault every page of its tensors in afresh.
+
+glibc's malloc hands blocks of 128 KiB and more straight to the kernel (mmap) and gives them back when freed, and it
+returns the free top of its heap as soon as 128 KiB of it lie unused. A recorded forward pass keeps every
+intermediate (at N = 1024, 4 layers: about 140 MB), the recording is dropped a moment later, and the next pass
+then touches all of those pages anew: on this app's servers (virtual machines, where a page fault costs
+microseconds) that was half the time of the recorded forward at N = 1024 and a third at N = 256, more than the
+attention itself (issue 18, measured in tests/benchmarks/bench_peers.py).
+
+Raising the two thresholds keeps such blocks in the heap and reuses them: what a server holds is then its peak,
+which it needed anyway, and at most TRIM_THRESHOLD more per malloc arena.
+
+That reuses what a pass frees. A server that keeps its recordings (pages/ui/store.py, up to its store's budget) frees
+nothing until the store is full, so each new recording faulted its pages in: 11 000 faults, 150 ms of a 200 ms
+pass at 512 tokens in the app, against 40 ms without them (issue 18). `prefault` touches the store's budget once,
+up front, in the one thread that records, and frees it: that thread's arena then hands out pages already in place.
+For as long as glibc keeps them: a thread arena can be shared, and glibc unmaps a heap of it that falls empty when
+any of its threads frees into it (Python's threads do as they exit). Under the load test's 30 sessions most of the
+256 MiB went back within 10 s; in the browser benchmark a 512-token pass faulted 0–5 000 pages (once 14 000).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters (malloc.h)
+MMAP_THRESHOLD = 32 << 20  # blocks up to 32 MiB come from the heap: a [4, 1024, 1024] float32 pattern is 16 MiB
+TRIM_THRESHOLD = 512 << 20  # the heap's free top is given back beyond 512 MiB: more than prefault's 256 MiB
+TOP_PAD = 64 << 20  # grown 64 MiB at a time (a thread arena's whole heap), and as much kept when a heap is trimmed
+PREFAULT_BLOCK = 16 << 20  # prefault's blocks: under MMAP_THRESHOLD, so they come from the arena's heap
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def keep_freed_memory() -> bool:
+    """Set glibc's thresholds (see the module's docstring); False where the C library is not glibc (macOS,
+    Windows, musl), which is left as it is."""
+    try:
+        mallopt = _libc().mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return all(mallopt(parameter, value) == 1 for parameter, value in (
+        (M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)))
+
+
+def prefault(nbytes: int) -> bool:
+    """Allocate `nbytes` from the calling thread's malloc arena, write every page, free it all: the arena keeps those
+    pages (keep_freed_memory's thresholds), so what this thread allocates next, up to `nbytes`, does not fault them
+    in one by one. False, doing nothing, where keep_freed_memory cannot set glibc's thresholds."""
+    if not keep_freed_memory():
+        return False
+    libc = _libc()
+    libc.malloc.argtypes, libc.malloc.restype = (ctypes.c_size_t,), ctypes.c_void_p
+    libc.free.argtypes, libc.free.restype = (ctypes.c_void_p,), None
+    blocks = [libc.malloc(PREFAULT_BLOCK) for _ in range(-(-nbytes // PREFAULT_BLOCK))]
+    try:
+        for block in blocks:
+            if block:
+                ctypes.memset(block, 0, PREFAULT_BLOCK)
+    finally:
+        for block in blocks:
+            libc.free(block)  # free(NULL) does nothing
+    return all(blocks)

@@ -1,0 +1,125 @@
+"""The recording store: what to record (a Setting), one store of recordings that every session shares without
+copies (core/serving/lru.py), and the one recorder thread that computes them.
+"""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import streamlit as st
+
+from core.model import registry
+from core.model.checkpoint import ModelCard
+from core.model.config import ConfigError
+from core.model.masks import MaskSpec
+from core.model.recording import Recording
+from core.model.run import TextInputError, record_text
+from core.serving.allocator import prefault
+from core.serving.lru import ByteLRU
+from pages.ui.models import get_model, models_dir
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What to run: a bundled model with its own mask and encoding (None) or an ablated one."""
+
+    model: str
+    mask: str | None = None  # None: the model's own; else a mask kind
+    window: int = 8  # sliding-window width, with mask="window"
+    stride: int = 4  # stride, with mask="strided"
+    pe: str | None = None  # None: the model's own; else a position encoding
+
+    def normalised(self) -> Setting:
+        """Irrelevant parameters set to 0, so equal settings cache and compare equal."""
+        return replace(self, window=self.window if self.mask == "window" else 0,
+                       stride=self.stride if self.mask == "strided" else 0)
+
+    def describe(self, card: ModelCard | None = None) -> str:
+        """"model · mask … · encoding …", each once; "(own)" marks the model's own (known from its card)."""
+        parts = [self.model]
+        if self.mask is not None:
+            parts.append({"window": f"mask window({self.window})", "strided": f"mask strided({self.stride})"}
+                         .get(self.mask, f"mask {self.mask}"))
+        elif card is not None:
+            parts.append(f"mask {card.config.mask} (own)")
+        if self.pe is not None:
+            parts.append(f"encoding {self.pe}")
+        elif card is not None:
+            parts.append(f"encoding {card.config.pos_encoding} (own)")
+        return " · ".join(parts)
+
+
+RESULTS_MB = 256  # every session's recordings together: about 1 MB at 64 tokens, 53 MB at 512 (lm-rope-long)
+
+
+@st.cache_resource
+def _results() -> ByteLRU:
+    """One store for the process: sessions share recordings, none is copied (see core/serving/lru.py)."""
+    return ByteLRU(RESULTS_MB * 2**20)
+
+
+def shared_result(function):
+    """Cache `function`'s results by its (hashable) arguments in the process's ByteLRU: like st.cache_data, but
+    a hit hands out the stored object itself instead of unpickling a copy (0.3 s for a 512-token recording).
+    What it returns must not be changed by its callers: a Recording's arrays are read-only."""
+    @functools.wraps(function)
+    def cached(*args):
+        return _results().get_or_compute((function.__module__, function.__qualname__, args),
+                                         lambda: function(*args))
+    return cached
+
+
+@st.cache_resource
+def recorder() -> ThreadPoolExecutor:
+    """The one thread that runs the recorded forward passes the store keeps, for every session. Its memory is
+    faulted in up front, the store's budget of it (core/serving/allocator.py: at 512 tokens a pass took 200 ms, 150 ms of
+    them page faults, while the store was filling; glibc may give some of it back later, see there); sessions'
+    scripts run in ever new threads, with other allocator arenas, where pages freed by one are not at hand for the
+    next. One thread also runs the passes one at a time, as the one shared core of a small server does anyway."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
+    executor.submit(prefault, RESULTS_MB * 2**20)
+    return executor
+
+
+@shared_result
+def _recording(model: str, text: str, mask: str | None, window: int, stride: int, pe: str | None,
+               directory: str) -> Recording | str:
+    """The recording (computed in the recorder thread), or the one-line message saying why the text or setting
+    cannot be run."""
+    try:
+        transformer, card = get_model(model, directory)
+        spec = None
+        if mask is not None:
+            cfg = transformer.cfg
+            spec = MaskSpec(mask, window or cfg.window, cfg.is_causal, stride or cfg.stride)
+        return recorder().submit(record_text, transformer, text, mask=spec, pe=pe, card=card).result()
+    except (TextInputError, ConfigError, registry.UnknownModelError, ValueError) as error:
+        return str(error)  # ValueError: e.g. a length the model refuses
+
+
+SLOW_SECONDS = 1.0  # a forward pass slower than this is named as the slow part of a change
+
+
+def slow_note(recording: Recording) -> None:
+    """What is slow, when a change costs more than SLOW_SECONDS (a large pretrained model, a long text): the forward
+    pass, and whether its recording is too large for the store that keeps recordings between clicks."""
+    seconds = recording.meta.get("seconds", 0.0)
+    too_big = recording.nbytes > RESULTS_MB * 2 ** 20
+    if seconds < SLOW_SECONDS and not too_big:
+        return
+    cfg = recording.config
+    note = (f"Computing this recording took {seconds:.1f} s: the forward pass of {cfg.n_layers} layers × "
+            f"{cfg.n_heads} heads (D = {cfg.d_model}) on {recording.n_tokens} tokens is the slow part of every "
+            "change; a shorter text is faster.")
+    if too_big:
+        note += (f" Its {recording.nbytes / 2 ** 20:.0f} MB of recorded arrays are more than the {RESULTS_MB} MB the "
+                 "server keeps, so each click computes it again.")
+    st.caption(note, help="Every number shown is from this forward pass, recomputed for each change.")
+
+
+def get_recording(setting: Setting, text: str) -> Recording | str:
+    """Cached by (model name, text, mask kind, window, stride, pe): the Recording or an error message."""
+    s = setting.normalised()
+    return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))

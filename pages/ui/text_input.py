@@ -1,0 +1,73 @@
+"""The text box and what it says about the text: the model's recording of it, the words it does not know (read as
+[UNK]) and the words it does, and token pickers' options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from core.data.vocabulary import known_words
+from core.model.checkpoint import ModelCard
+from core.model.recording import Recording
+from core.model.run import text_tokenizer
+from pages.ui.models import is_pretrained
+from pages.ui.safety import literal, show_input_error
+from pages.ui.store import Setting, get_recording, slow_note
+from pages.ui.widgets import BIND
+
+
+def known_words_expander(words_by_kind: dict[str, Sequence[str]], *, expanded: bool = False) -> None:
+    """The words a model knows, by kind, in a collapsed expander: what a class may type."""
+    total = sum(len(words) for words in words_by_kind.values())
+    with st.expander(f"Words the model knows ({total})", icon=":material/dictionary:", expanded=expanded):
+        st.markdown("\n".join(f"- **{kind}**: {literal(' '.join(words))}" for kind, words in words_by_kind.items()))
+
+
+DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
+
+
+def text_help(card: ModelCard) -> str:
+    """The text box's help: what the chosen model reads."""
+    if is_pretrained(card):
+        return ("Any text: the model reads it as its own subword pieces, shown as they are. Press Ctrl+Enter (or click "
+                "outside) to run.")
+    return ("Lowercase words from the grammar work best; unknown words are shown as ⟨word⟩?. Press Ctrl+Enter (or "
+            "click outside) to run.")
+
+
+def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
+    """The page's text box and the model's own recording of it; on bad input an error box, then the page stops."""
+    text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68, help=text_help(card))
+    recording = get_recording(Setting(card.name), text or "")
+    if isinstance(recording, str):
+        show_input_error(recording)
+        st.stop()
+    unknown_warning(recording.meta["tokens"], recording.meta["unknown"], card)
+    slow_note(recording)
+    return text, recording
+
+
+def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
+    """"n: token" for every token, as plain text, for a token picker's options: a widget shows text as it is, so
+    an escaped label would show as `⟨&lt;⟩` (core.figures.attention.plain_token_labels); markdown gets the escaped
+    ones (token_labels)."""
+    from core.figures.attention import numbered_labels, plain_token_labels  # figures import plotly: only if needed
+
+    return numbered_labels(plain_token_labels(tokens, unknown))
+
+
+def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool], card: ModelCard | None = None) -> None:
+    """A warning when some tokens are not in the model's vocabulary (emoji, misspellings, words outside the
+    grammar), naming them: the model reads them all as one [UNK] token. The words it knows follow, to pick from."""
+    from core.figures.attention import plain_token_labels  # figures import plotly: only pages that draw pay
+
+    if any(unknown):
+        words = ", ".join(dict.fromkeys(plain for plain, is_unknown in zip(plain_token_labels(tokens), unknown)
+                                        if is_unknown))
+        st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
+                   f"⟨…⟩?): {literal(words)}", icon=":material/help:")
+        known = known_words(text_tokenizer(card))
+        if known:  # a subword vocabulary has no word list to pick from
+            known_words_expander(known)
