@@ -36,7 +36,7 @@ from pages.ui.models import (IMAGE_PRETRAINED, OPENED, PICK_NEXT, get_model, is_
                              model_from_link, model_label, models_dir, open_linked_model, open_pretrained_model)
 from pages.ui.presentation import plotly_chart  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
-from pages.ui.toggles import APPLY_LABELS, OWN, chosen_setting  # noqa: E402
+from pages.ui.toggles import APPLY_LABELS, OWN, chosen_setting, resend_on_model_change  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, keep_in_url, layer_head_picker, notation_switch  # noqa: E402
 
 IMAGE_TASKS = ("shapes",)
@@ -263,6 +263,7 @@ def encoding_toggle(card: ModelCard, cards: list[ModelCard]) -> tuple[str, str |
     cfg = card.config
     col_pe, col_apply = st.columns([1, 1.3])
     alone = is_pretrained(card)  # a user's pretrained model has no sibling trained with another encoding
+    resend_on_model_change(card, "pe")
     with col_apply:
         apply = st.radio("Apply a change as…", list(APPLY_LABELS), captions=list(APPLY_LABELS.values()),
                          key="apply", bind=BIND, horizontal=True, disabled=alone,

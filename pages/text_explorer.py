@@ -41,7 +41,7 @@ from pages.ui.score import HEAVIEST_KEY, score_breakdown  # noqa: E402
 from pages.ui.store import Setting, get_recording, slow_note  # noqa: E402
 from pages.ui.text_input import DEFAULT_TEXT, text_help, token_choices, unknown_warning  # noqa: E402
 from pages.ui.toggles import (APPLY_LABELS, MASK_CHOICES, OWN, ablation_encodings, chosen_setting,  # noqa: E402
-                              trained_encodings)
+                              resend_on_model_change, trained_encodings)
 from pages.ui.widgets import BIND, keep_in_range, keep_in_url, layer_head_picker, notation_switch  # noqa: E402
 
 NOTATION_CAPTIONS = {
@@ -81,6 +81,7 @@ def toggles(card, cards) -> tuple[Setting, Setting, bool, list[str]]:
     own = Setting(card.name, window=cfg.window, stride=cfg.stride)
     col_mask, col_pe, col_apply = st.columns([1.2, 1, 1.3])
     alone = is_pretrained(card)  # a user's pretrained model has no sibling trained with another choice
+    resend_on_model_change(card, "mask", "pe")
     with col_apply:
         apply = st.radio("Apply a change as…", list(APPLY_LABELS), captions=list(APPLY_LABELS.values()),
                          key="apply", bind=BIND, horizontal=True, disabled=alone,

@@ -138,3 +138,25 @@ def test_recordings_are_computed_in_the_recorder_thread(monkeypatch):
     here = real(model, text, card=card)
     for layer in range(recording.n_layers):
         np.testing.assert_array_equal(recording.pattern(layer), here.pattern(layer))
+
+
+def browser_label(box, held: str) -> str:
+    """The option a browser shows in a selectbox: a selectbox's value travels as its label, and Streamlit sends it
+    (set_value) only when it changed; otherwise the browser keeps the label it held."""
+    return box.proto.raw_value if box.proto.set_value else held
+
+
+@pytest.mark.parametrize("new_model", ["mlm-learned", "lm-alibi"])
+def test_toggles_name_the_new_models_own_mask_and_encoding(new_model):
+    """The reported case: lm-rope, then mlm-learned (or lm-alibi) in the sidebar: the Mask and Position encoding
+    boxes said "model's own (causal)" and "model's own (rope)" while the page ran the new model's own."""
+    at = AppTest.from_file(TEXT_PAGE, default_timeout=60).run()
+    at.selectbox(key="model").select("lm-rope").run()
+    held = {key: at.selectbox(key=key).options[at.selectbox(key=key).index] for key in ("mask", "pe")}
+    at.selectbox(key="model").select(new_model).run()
+    assert_charts(at, new_model)
+    cfg = next(card for card in TEXT_CARDS if card.name == new_model).config
+    shown = {key: browser_label(at.selectbox(key=key), held[key]) for key in ("mask", "pe")}
+    assert shown == {"mask": f"model's own ({cfg.mask})", "pe": f"model's own ({cfg.pos_encoding})"}
+    running = next(c.value for c in at.caption if c.value.startswith("Running:"))
+    assert f"mask {cfg.mask} (own)" in running and f"encoding {cfg.pos_encoding} (own)" in running, running

@@ -4,12 +4,16 @@ which bundled model was trained with a choice ("Apply a change as… trained mod
 
 from __future__ import annotations
 
+import streamlit as st
+
 from core.model import registry
 from core.model.checkpoint import ModelCard
 from core.model.config import MASK_KINDS, PARAMETER_FREE_ENCODINGS, POSITION_ENCODINGS
 from pages.ui.store import Setting
+from pages.ui.widgets import keep_in_url
 
 OWN = "own"  # the model's own mask / position encoding in the toggles
+DRAWN_FOR = "_toggles_model"  # session key: the model whose own mask and encoding the toggles' labels name
 MASK_CHOICES = tuple(kind for kind in MASK_KINDS if kind != "padding")  # padding needs a batch, not a toggle
 APPLY_LABELS = {  # option (also the URL value) -> caption
     "ablation": "change it in this model",
@@ -83,3 +87,13 @@ def trained_encodings(cards: list[ModelCard], card: ModelCard) -> list[str]:
     available = {c.config.pos_encoding for c in cards}
     own = card.config.pos_encoding
     return [own] + [pe for pe in POSITION_ENCODINGS if pe != own and pe in available]
+
+
+def resend_on_model_change(card: ModelCard, *keys: str) -> None:
+    """Call before drawing the toggles `keys`, whose "model's own (…)" label names `card`'s mask or encoding. A
+    selectbox's value travels to the browser as its label, and Streamlit resends it only when the value changed:
+    after a model change it keeps "own", so the browser went on showing the last model's label ("model's own
+    (causal)" on mlm-learned) while the page ran the new one. Stating the values again sends the new labels."""
+    if st.session_state.get(DRAWN_FOR) != card.name:
+        keep_in_url(*keys)
+    st.session_state[DRAWN_FOR] = card.name
