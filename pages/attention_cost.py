@@ -20,9 +20,9 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from core.figures.maths import cost_figure, token_agreement_bars  # noqa: E402
-from core.lessons.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, KernelComparison,  # noqa: E402
-                                           compare_on_recording, fitted_slope, measure_cost)
-from core.lessons.predictions import closeness, nearest_factor  # noqa: E402
+from core.lessons.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement, GrowthFit,  # noqa: E402
+                                           KernelComparison, compare_on_recording, fitted_slope, measure_cost)
+from core.lessons.predictions import closeness, confident_factor  # noqa: E402
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import model_picker, text_cards  # noqa: E402
@@ -54,13 +54,19 @@ def results_frame(measurement: CostMeasurement) -> pd.DataFrame:
     return pd.DataFrame(list(by_n.values()))
 
 
+def growth_words(fit: GrowthFit) -> str:
+    """The fitted growth per doubling of N, how sure it is and what it was fitted on."""
+    low, high = fit.per_doubling_range
+    return (f"**×{fit.per_doubling:.1f}** per doubling of N (95 % interval ×{low:.1f}…×{high:.1f}; slope "
+            f"{fit.slope:.2f}, Theil–Sen over all {fit.runs} timed runs at {fit.sizes} sizes)")
+
+
 def slope_text(measurement: CostMeasurement, method: str) -> str:
-    points = measurement.of(method)
-    top = points[-3:]  # the largest N, where the fixed overheads matter least
-    if len(top) < 2:
+    points, fit = measurement.of(method), measurement.time_growth(method)
+    if fit is None:
         return f"{method}: too few sizes measured for a slope"
-    return (f"{method}: time slope **{fitted_slope(top):.2f}**, memory slope "
-            f"**{fitted_slope(top, 'largest_bytes'):.2f}** (over N = {top[0].n}…{top[-1].n})")
+    return (f"{method}: time slope **{fit.slope:.2f}** ({fit.low:.2f}…{fit.high:.2f}), memory slope "
+            f"**{fitted_slope(points, 'largest_bytes'):.2f}** (over N = {points[0].n}…{points[-1].n})")
 
 
 def measurement_section() -> None:
@@ -84,16 +90,19 @@ def measurement_section() -> None:
     measurement = cached_measurement(*setting) if st.session_state.get("cost_setting") == setting else None
 
     def reveal_growth(prediction: str | None) -> None:
-        ratio = None if measurement is None else measurement.doubling_ratio("softmax")
-        if ratio is None:
+        fit = None if measurement is None else measurement.time_growth("softmax")
+        if fit is None:
             show_grade(prediction, None, "nothing is measured yet for this setting"
-                       + ("" if measurement is None else " at two sizes N and 2N")
+                       + ("" if measurement is None else " at two sizes")
                        + ": press **Measure on this machine** above, and your prediction is graded here.")
             return
-        top = measurement.of("softmax")[-1].n
-        show_grade(prediction, nearest_factor(ratio, GROWTH_FACTORS),
-                   f"from N = {top // 2} to {top}, softmax attention's time grew **×{ratio:.1f}** on this machine "
-                   f"(linear attention's: ×{measurement.doubling_ratio('linear') or float('nan'):.1f})")
+        answer, confident = confident_factor(fit.per_doubling, *fit.per_doubling_range, GROWTH_FACTORS)
+        linear = measurement.time_growth("linear")
+        show_grade(prediction, answer,
+                   f"softmax attention's time grows {growth_words(fit)} on this machine (linear attention's: "
+                   f"{growth_words(linear) if linear else 'not measured at two sizes'})"
+                   + ("" if confident else f". The interval reaches past {answer}: **too noisy to grade "
+                                           "confidently**, measure again (or at larger N)"))
         st.markdown("Softmax attention builds an N×N matrix of scores (seed 003, Algorithm 1): 4× the entries when N "
                     "doubles, so time and memory grow as **N²** (Theorem 9.1) and ×4 is the answer in the limit; at "
                     "small N fixed overheads make it less, at large N the memory traffic can make it more. Linear "

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from core.lessons import predictions as p
+from core.lessons.linear_attention import CostMeasurement, CostPoint
 from core.lessons.position_lab import position_similarity
 from core.model.positions import sinusoidal_table
 
@@ -101,3 +102,55 @@ def test_losses_compared():
     assert p.final_loss([5, 4, 3, 2, 1, 0], 4, last=2) == 2.5  # steps 3 and 4 of the first 4
     assert [p.loss_comparison(a, 3.7, options) for a in (3.75, 4.7, 3.0)] == ["same", "worse", "better"]
     assert p.loss_comparison(math.nan, 3.7, options) == "worse"  # diverged
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cost of attention: the growth per doubling of N, fitted over every run, graded
+# ---------------------------------------------------------------------------------------------------------
+
+NS = (64, 128, 256, 512, 1024, 2048)
+SPREAD = (0.94, 0.97, 1.0, 1.03, 1.08)  # five runs at each N around the median, as a shared machine gives them
+
+
+def measured(milliseconds: dict[int, float]) -> CostMeasurement:
+    """Softmax attention timed at each N (median ms), five runs spread around the median."""
+    return CostMeasurement([CostPoint("softmax", n, ms / 1e3, 4 * n * n, len(SPREAD),
+                                      tuple(ms / 1e3 * s for s in SPREAD)) for n, ms in milliseconds.items()])
+
+
+def growth_grade(measurement: CostMeasurement, prediction: str) -> tuple[p.Grade, bool]:
+    """As the page grades it: the option nearest the fitted growth, and whether its interval agrees."""
+    fit = measurement.time_growth("softmax")
+    answer, confident = p.confident_factor(fit.per_doubling, *fit.per_doubling_range, GROWTH)
+    return p.Grade(prediction, answer, f"×{fit.per_doubling:.1f}"), confident
+
+
+def test_the_reported_noisy_measurement_is_graded_about_x4():
+    """The report: 8.9 ms at N = 512, 7.7 ms at 1024, 119 ms at 2048. The last doubling alone reads ×15.4 (graded
+    "about ×8"); the fit over every size and run reads about ×4, and "about ×4" is right."""
+    noisy = measured({64: 0.16, 128: 0.5, 256: 2.0, 512: 8.9, 1024: 7.7, 2048: 119.0})
+    assert noisy.doubling_ratio("softmax") == pytest.approx(15.45, abs=0.01)
+    assert 3.2 < noisy.time_growth("softmax").per_doubling < 4.8
+    grade, confident = growth_grade(noisy, "about ×4")
+    assert grade.right and confident
+    assert not growth_grade(noisy, "about ×8")[0].right
+
+
+@pytest.mark.parametrize("exponent, answer", [(2, "about ×4"), (1, "about ×2")])
+def test_a_clean_quadratic_is_graded_x4_and_a_linear_one_x2(exponent, answer):
+    clean = measured({n: 1e-4 * n ** exponent for n in NS})
+    fit = clean.time_growth("softmax")
+    assert fit.slope == pytest.approx(exponent) and fit.low <= exponent <= fit.high
+    grade, confident = growth_grade(clean, answer)
+    assert grade.right and confident
+
+
+def test_a_measurement_too_noisy_to_grade_says_so():
+    """Times that wander ×3 either way between sizes: the interval reaches two options, so the grade is not sure."""
+    erratic = measured({64: 0.1, 128: 0.9, 256: 0.3, 512: 6.0, 1024: 2.0, 2048: 30.0})
+    assert not growth_grade(erratic, "about ×4")[1]
+
+
+def test_a_fit_needs_two_sizes():
+    assert measured({512: 8.9}).time_growth("softmax") is None
+    assert measured({512: 8.9}).time_growth("linear") is None

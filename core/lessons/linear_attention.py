@@ -203,6 +203,11 @@ class CostPoint:
     seconds: float  # median wall time of `runs` runs
     largest_bytes: int  # the largest tensor created during one run
     runs: int = 1  # how many timed runs the median is of
+    times: tuple[float, ...] = ()  # every timed run's seconds (the fit of the growth uses them all)
+
+    @property
+    def every_time(self) -> tuple[float, ...]:
+        return self.times or (self.seconds,)
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,11 @@ class CostMeasurement:
 
     def of(self, method: str) -> list[CostPoint]:
         return [p for p in self.points if p.method == method]
+
+    def time_growth(self, method: str) -> GrowthFit | None:
+        """How `method`'s time grows, fitted over every timed run at every N; None below two sizes."""
+        points = self.of(method)
+        return growth_fit(points) if len({p.n for p in points}) > 1 else None
 
     def doubling_ratio(self, method: str, value: str = "seconds") -> float | None:
         """value(N) / value(N/2) at the largest N of `method` whose half was measured too ("seconds" or
@@ -266,9 +276,10 @@ def measure_cost(ns: list[int], head_dim: int = 32, causal: bool = True, repeats
                     continue
                 warm_up = _time_once(method, q, k, v, causal)
                 runs = max(1, min(repeats, int(RUN_BUDGET / max(warm_up, 1e-9))))
-                seconds = statistics.median(_time_once(method, q, k, v, causal) for _ in range(runs))
-                points.append(CostPoint(method, n, seconds, _largest_tensor(method, q, k, v, causal), runs))
-                history[method].append((n, seconds))
+                times = tuple(_time_once(method, q, k, v, causal) for _ in range(runs))
+                points.append(CostPoint(method, n, statistics.median(times), _largest_tensor(method, q, k, v, causal),
+                                        runs, times))
+                history[method].append((n, points[-1].seconds))
     return CostMeasurement(points, {m: s for m, s in skipped.items() if s}, head_dim, causal, repeats,
                            time.perf_counter() - started)
 
@@ -296,3 +307,47 @@ def fitted_slope(points: list[CostPoint], value: str = "seconds", min_n: int = 1
     x = np.log([p.n for p in chosen])
     y = np.log([getattr(p, value) for p in chosen])
     return float(np.polyfit(x, y, 1)[0])
+
+
+Z_95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+
+
+@dataclass(frozen=True)
+class GrowthFit:
+    """The Theil–Sen slope of log(time) against log(N) and Sen's 95 % interval for it (low, high): about 2 for a
+    cost growing as N², 1 for one growing as N. Unlike the ratio of two sizes' times, one slow or fast run
+    moves it little: it is the median of the slopes between every two runs at different N."""
+
+    slope: float
+    low: float
+    high: float
+    runs: int  # timed runs fitted
+    sizes: int  # different N among them
+
+    @property
+    def per_doubling(self) -> float:
+        """The factor time grows by when N doubles, 2^slope."""
+        return 2 ** self.slope
+
+    @property
+    def per_doubling_range(self) -> tuple[float, float]:
+        return 2 ** self.low, 2 ** self.high
+
+
+def growth_fit(points: list[CostPoint]) -> GrowthFit:
+    """Theil–Sen (Sen 1968) over every timed run of `points`: the median of the slopes of log(seconds) against
+    log(N) between every two runs at different N, with the distribution-free interval from the ranks of those
+    slopes (Kendall's S variance, corrected for the runs that share an N)."""
+    x = np.log([p.n for p in points for _ in p.every_time])
+    y = np.log([t for p in points for t in p.every_time])
+    i, j = np.triu_indices(len(x), 1)
+    apart = x[i] != x[j]
+    slopes = np.sort((y[j] - y[i])[apart] / (x[j] - x[i])[apart])
+    if not len(slopes):
+        raise ValueError("a slope needs runs at two sizes at least")
+    tied = np.unique(x, return_counts=True)[1]
+    variance = (len(x) * (len(x) - 1) * (2 * len(x) + 5) - np.sum(tied * (tied - 1) * (2 * tied + 5))) / 18
+    reach = Z_95 * math.sqrt(variance)
+    low = max(0, round((len(slopes) - reach) / 2) - 1)  # the ranks (M - C) / 2 and (M + C) / 2 + 1, counted from 1
+    high = min(len(slopes) - 1, round((len(slopes) + reach) / 2))
+    return GrowthFit(float(np.median(slopes)), float(slopes[low]), float(slopes[high]), len(x), len(tied))

@@ -51,6 +51,13 @@ def nearest_factor(ratio: float, factors: Mapping[str, float]) -> str:
     return min(factors, key=lambda option: abs(math.log(ratio) - math.log(factors[option])))
 
 
+def confident_factor(ratio: float, low: float, high: float, factors: Mapping[str, float]) -> tuple[str, bool]:
+    """The option nearest the fitted `ratio` (nearest_factor), and whether the whole interval low…high around it
+    points to that same option (False: the measurement is too noisy to grade confidently)."""
+    option = nearest_factor(ratio, factors)
+    return option, nearest_factor(low, factors) == option == nearest_factor(high, factors)
+
+
 def closeness(relative_difference: float, options: Sequence[str], close: float) -> str:
     """options = (exactly the same, close, clearly different): up to float rounding, up to `close`, beyond."""
     return options[0 if relative_difference < ROUNDING else 1 if relative_difference <= close else 2]
