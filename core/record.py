@@ -9,12 +9,42 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from core.model import pretrained
 from core.model.config import MASK_KINDS, POSITION_ENCODINGS, ConfigError
 from core.model.masks import MaskSpec
-from core.model.registry import DEFAULT_TEXT_MODEL, UnknownModelError, describe, list_cards, load_model
+from core.model.registry import (DEFAULT_TEXT_MODEL, PRETRAINED_TASKS, TEXT_TASKS, UnknownModelError, describe,
+                                 list_cards, load_model)
 from core.model.run import TextInputError, record_text
+
+
+class OptionError(ValueError):
+    """An option this model cannot run with; str() is one line."""
+
+
+def npz_path(out: str) -> Path:
+    """The file numpy writes for `out`: it adds .npz to a name without it."""
+    path = Path(out)
+    return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+
+
+def in_context(option: str, value: int | None, default: int, max_len: int) -> int:
+    """`value` (or the model's `default` when not given), refused unless a width within the context."""
+    if value is None:
+        return default
+    if not 1 <= value <= max_len:
+        raise OptionError(f"{option} must be between 1 and the model's context length {max_len}, got {value:,}")
+    return value
+
+
+def mask_option(args: argparse.Namespace, model) -> MaskSpec | None:
+    """The --mask asked for, with its --window and --stride checked against the model's context."""
+    if not args.mask:
+        return None
+    cfg = model.cfg
+    return MaskSpec(args.mask, in_context("--window", args.window, cfg.window, cfg.max_len), cfg.window_causal,
+                    in_context("--stride", args.stride, cfg.stride, cfg.max_len))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,16 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--text and --out are required (or use --list)")
     try:
         model, card = load_model(args.model)
-        mask = None
-        if args.mask:
-            cfg = model.cfg
-            mask = MaskSpec(args.mask, args.window or cfg.window, cfg.window_causal, args.stride or cfg.stride)
-        recording = record_text(model, args.text, mask=mask, pe=args.pe, card=card)
-        recording.save_npz(args.out)
-    except (UnknownModelError, TextInputError, ConfigError, pretrained.PretrainedError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        if card.task not in TEXT_TASKS + PRETRAINED_TASKS:
+            raise OptionError(f"{card.name} is not a text model (its task is {card.task}): pick one from --list")
+        recording = record_text(model, args.text, mask=mask_option(args, model), pe=args.pe, card=card)
+        out = npz_path(args.out)
+        recording.save_npz(out)
+    # ValueError and RuntimeError: an option this model cannot run with (an encoding, a mask), as torch words it
+    except (UnknownModelError, ConfigError, pretrained.PretrainedError, OSError, ValueError, RuntimeError) as error:
+        print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
-    print(f"wrote {len(recording.names)} arrays for {recording.n_tokens} tokens to {args.out}")
+    print(f"wrote {len(recording.names)} arrays for {recording.n_tokens} tokens to {out}")
     return 0
 
 

@@ -24,6 +24,7 @@ from core.data.translation import (HELDOUT_SEED, SourceSentence, TranslationInpu
                                    read_source, vocabularies)
 from core.figures.attention import HEAD_COLORS  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
+from core.model.run import length_refusal  # noqa: E402
 from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun,  # noqa: E402
                                 alignment_mass, list_seq2seq_cards, load_seq2seq, run_translation)
 from pages.ui.heatmap import head_chart  # noqa: E402
@@ -396,7 +397,7 @@ card = seq2seq_picker()
 with st.expander("Tailish: the rules that make the reference translation", icon=":material/menu_book:"):
     st.markdown(RULES)
 text = source_box()
-result = translate_text(card.name, text, str(seq2seq_dir()))
+result = length_refusal(text) or translate_text(card.name, text, str(seq2seq_dir()))  # refused before the cache
 if isinstance(result, str):
     show_input_error(result)
     st.stop()

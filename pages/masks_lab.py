@@ -33,7 +33,7 @@ from core.lessons.predictions import cache_agreement, changed_count, empty_row  
 from core.model.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells, fully_masked_rows,  # noqa: E402
                               parse_cells, sees_later_tokens)
 from core.model.recording import Recording  # noqa: E402
-from core.model.run import TextInputError, encode_text, record_text, tokenizer  # noqa: E402
+from core.model.run import TextInputError, encode_text, length_refusal, record_text, tokenizer  # noqa: E402
 from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
@@ -273,7 +273,8 @@ def generation_section(card) -> None:
                 f"(With the model's own {card.config.mask} mask; the editor above does not apply here.)")
     prompt = st.text_input("Prompt", DEFAULT_PROMPT, key="prompt", bind=BIND)
     sampling, n_new = sampling_controls()
-    result = generation_run(card.name, prompt or "", n_new, sampling, str(models_dir()))
+    result = (length_refusal(prompt or "")  # before the cache, which would keep the text
+              or generation_run(card.name, prompt or "", n_new, sampling, str(models_dir())))
     if isinstance(result, str):
         show_input_error(result)
         return

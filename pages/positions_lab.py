@@ -29,7 +29,7 @@ from core.lessons import position_lab as lab  # noqa: E402
 from core.lessons.lens import stream_labels  # noqa: E402
 from core.lessons.predictions import length_change, similar_positions  # noqa: E402
 from core.model.positions import alibi_slopes  # noqa: E402
-from core.model.run import TextInputError, encode_text, tokenizer  # noqa: E402
+from core.model.run import TextInputError, encode_text, length_refusal, tokenizer  # noqa: E402
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
@@ -228,7 +228,8 @@ def permutation_section(card) -> None:
     col_a, col_b = st.columns(2)
     text_a = col_a.text_input("Text A", PERMUTED_DEFAULTS[0], key="perm_a", bind=BIND)
     text_b = col_b.text_input("Text B: the same tokens, reordered", PERMUTED_DEFAULTS[1], key="perm_b", bind=BIND)
-    result = permutation_runs(card.name, text_a or "", text_b or "", str(models_dir()))
+    result = (length_refusal(text_a or "", text_b or "")  # before the cache, which would keep the texts
+              or permutation_runs(card.name, text_a or "", text_b or "", str(models_dir())))
     if isinstance(result, str):
         show_input_error(result)
         return

@@ -7,6 +7,7 @@ only backslash-escaped, and no text anywhere holds a raw control or bidi charact
 from __future__ import annotations
 
 import io
+import re
 import string
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from vision_models import write_tiny_vits
 
 from core.data.images import generate_dataset
 from core.serving.visible import is_invisible
-from pages.ui.safety import literal
+from pages.ui.safety import LINK_BREAK, literal
 
 # Every piece carries the marker "zq", so the test finds it in what the page shows however the page cut the text up;
 # plain words at both ends keep the page's own punctuation around the text off the marked pieces
@@ -121,7 +122,8 @@ def assert_shown_as_typed(at: AppTest) -> None:
     for kind, field, text in texts:
         if field in TYPED_FIELDS:
             continue
-        raw = sorted({hex(ord(c)) for c in text if is_invisible(c) and c != "\n"})  # the app's own lines break
+        raw = sorted({hex(ord(c)) for c in text  # the app's own lines break; literal's LINK_BREAK is meant
+                      if is_invisible(c) and c not in ("\n", LINK_BREAK)})
         assert not raw and "\nzqline" not in text, f"{kind}.{field} shows raw control characters: {text!r}"
         if (field in MARKDOWN_FIELDS or kind == "radio" and field == "options") and kind not in ("code", "text"):
             assert not unescaped_markup(text), f"{kind}.{field} renders markup: {unescaped_markup(text)} in {text!r}"
@@ -138,6 +140,16 @@ def test_literal_escapes_every_markup_character_and_shows_control_characters():
     assert "\\\\u202ezqbidi" in shown and "\\\\x1b" in shown and "\\\\nzqline" in shown  # visible, as escapes
     assert literal("a\u202eb\x1b", markdown=False) == "a\\u202eb\\x1b"  # plain: no backslash before letters
     assert literal("the keys are on the table") == "the keys are on the table"  # words stay words
+
+
+def test_literal_leaves_no_address_that_markdown_would_turn_into_a_link():
+    typed = "see https://evil.example/login, HTTP://x.y www.evil.example WWW.x.y and me@evil.example"
+    shown = literal(typed)
+    assert shown.replace(LINK_BREAK, "").replace("\\", "") == typed  # reads as typed, the joiners show as nothing
+    # GFM's autolink literals as Streamlit's markdown finds them in the text (mdast-util-gfm-autolink-literal)
+    autolink = re.compile(r"(https?://|www(?=\.))[-.\w]+|[-.\w+]+@[-\w]+(?:\.[-\w]+)+", re.ASCII | re.IGNORECASE)
+    assert autolink.search(typed) and not autolink.search(shown.replace("\\", ""))
+    assert literal(typed, markdown=False) == typed  # plain text is never linked
 
 
 def test_the_checker_finds_markup_that_is_not_escaped():  # the page checks below can fail

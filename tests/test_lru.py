@@ -58,7 +58,7 @@ def test_threads_share_one_store_and_the_byte_count_stays_consistent():
         thread.start()
     for thread in threads:
         thread.join()
-    held = sum(size_of(store.get_or_compute(key, lambda: None)) for key in list(store._items))
+    held = sum(size_of(key) + size_of(store.get_or_compute(key, lambda: None)) for key in list(store._items))
     assert store.nbytes == held <= store.max_bytes
 
 
@@ -70,3 +70,37 @@ def test_recorded_arrays_are_read_only_so_a_shared_recording_cannot_be_changed()
         pattern[0, 0, 0] = 0.5
     assert recording.nbytes == sum(t.element_size() * t.nelement() for t in recording.tensors.values())
     np.testing.assert_allclose(recording.pattern(0).sum(-1), 1.0, atol=1e-6)  # untouched
+
+
+def test_a_key_counts_in_the_budget_as_its_value_does():
+    store = ByteLRU(1 << 20)
+    store.get_or_compute("x" * 100_000, lambda: block(0))
+    assert store.nbytes >= 100_000  # the key's text, not only the empty value
+
+
+def test_an_over_long_text_is_refused_before_the_shared_store_sees_it():
+    from core.model.registry import DEFAULT_TEXT_MODEL
+    from core.model.run import MAX_TEXT_CHARS
+    from pages.ui.store import Setting, _results, get_recording
+
+    store = _results()
+    before = (store.nbytes, len(store))
+    message = get_recording(Setting(DEFAULT_TEXT_MODEL), "x" * (MAX_TEXT_CHARS + 1))
+    assert isinstance(message, str) and "shorten" in message
+    assert (store.nbytes, len(store)) == before
+
+
+def test_store_keys_are_fixed_size_hashes_and_an_equal_call_still_hits():
+    from pages.ui.store import _results, shared_result
+
+    calls = []
+
+    @shared_result
+    def echo(text: str) -> np.ndarray:
+        calls.append(text)
+        return block(1)
+
+    text = "the cat " * 1000
+    first = echo(text)
+    assert echo(text) is first and calls == [text] and echo(text + "!") is not first
+    assert all(isinstance(key, bytes) and len(key) == 32 for key in _results()._items)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from core.model.registry import DEFAULT_TEXT_MODEL, list_cards, load_model
+from core.model.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards, load_model
 from core.model.run import TextInputError, record_text
 from core.record import main
 
@@ -120,3 +120,26 @@ def test_the_model_list_is_read_once_and_again_when_a_card_changes(tmp_path, mon
     assert [card.description for card in registry.list_cards(tmp_path)] == ["first", "second, longer"]
     (tmp_path / "a.json").unlink()
     assert [card.name for card in registry.list_cards(tmp_path)] == ["b"]
+
+
+def test_cli_names_the_file_it_wrote(tmp_path):
+    result = run_cli("--text", "the cat", "--out", str(tmp_path / "rec"))  # numpy adds .npz
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith(f"to {tmp_path / 'rec.npz'}") and (tmp_path / "rec.npz").exists()
+
+
+IMAGE_MODEL = next(card.name for card in list_cards() if card.task not in TEXT_TASKS)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--mask", "window", "--window", str(10**20)], "--window must be between 1"),
+    (["--mask", "window", "--window", "0"], "--window must be between 1"),
+    (["--mask", "strided", "--stride", "0"], "--stride must be between 1"),  # once silently the model's own
+    (["--mask", "window", "--window", "9999"], "context length"),
+    (["--model", IMAGE_MODEL, "--pe", "rope"], "not a text model"),
+])
+def test_cli_refuses_an_option_the_model_cannot_run_with_in_one_line(options, message, tmp_path):
+    result = run_cli("--text", "the cat", "--out", str(tmp_path / "x"), *options)
+    error = result.stderr.strip()
+    assert result.returncode == 2 and error.startswith("error:") and message in error, error
+    assert len(error.splitlines()) == 1 and not list(tmp_path.iterdir())

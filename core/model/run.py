@@ -38,15 +38,25 @@ def text_tokenizer(card: ModelCard | None = None) -> TextTokenizer | PretrainedT
     return tokenizer()
 
 
+def length_refusal(*texts: str) -> str | None:
+    """Why the first of `texts` longer than MAX_TEXT_CHARS is refused, or None. Pages ask before any cache sees a
+    text: a cache keyed by its arguments would otherwise hold a refused 10 MB text (and its refusal) for good."""
+    for text in texts:
+        if len(text) > MAX_TEXT_CHARS:
+            return (f"the text has {len(text):,} characters; no model here reads more than {MAX_TEXT_CHARS:,}, "
+                    "so shorten it")
+    return None
+
+
 def encode_text(text: str, max_len: int, tok: TextTokenizer | PretrainedTokenizer | None = None
                 ) -> tuple[list[int], list[str], list[bool]]:
     """Token ids, surface tokens and unknown flags of a text (by `tok`, ours by default), checked against the
     context length."""
     if not text or not text.strip() or all(unicodedata.category(c)[0] in "CZ" for c in text):
         raise TextInputError("the text is empty: type a few words")
-    if len(text) > MAX_TEXT_CHARS:
-        raise TextInputError(f"the text has {len(text):,} characters; this model reads at most "
-                             f"{max_len} tokens, so shorten it")
+    refusal = length_refusal(text)
+    if refusal:
+        raise TextInputError(refusal)
     encoded = (tok or tokenizer()).encode(text)
     if len(encoded.ids) > max_len:
         raise TextInputError(f"the text has {len(encoded.ids)} tokens (with its first token) but this model's "

@@ -28,7 +28,9 @@ def size_of(value: Any) -> int:
 
 
 class ByteLRU:
-    """Values by key, the least recently used dropped first once they hold more than `max_bytes` together.
+    """Values by key, the least recently used dropped first once they and their keys hold more than `max_bytes`
+    together (a key counts too: one that holds a long text is as heavy as its value; pages/ui/store.py keys by a
+    hash for that reason).
 
     A value larger than the whole budget is returned but not kept. Thread-safe: the lock guards the
     bookkeeping only, so two threads asking for one missing key may both compute it (the last one is kept)."""
@@ -59,7 +61,7 @@ class ByteLRU:
                 self._items.move_to_end(key)
                 return self._items[key][0]
         value = compute()
-        self._put(key, value, size_of(value))
+        self._put(key, value, size_of(key) + size_of(value))
         return value
 
     def _put(self, key: Hashable, value: Any, size: int) -> None:

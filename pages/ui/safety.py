@@ -15,6 +15,10 @@ from core.serving.visible import make_visible
 
 INERT = set(",;'\"?%@/=")  # ASCII punctuation that neither markdown, LaTeX, HTML nor Streamlit obeys on one line
 MARKUP = re.compile(f"([{re.escape(''.join(sorted(set(string.punctuation) - INERT)))}])")
+# Streamlit's markdown (GFM) turns http://…, www.… and a@b.c into links even when escaped: it finds them in the text
+# after escapes are undone. A word joiner (invisible, no break) after ://, www and @ leaves no such pattern.
+LINK_BREAK = "\u2060"
+AUTOLINK_START = re.compile(r"://|www(?=\.)|@", re.IGNORECASE)
 
 
 def literal(text: str, *, markdown: bool = True) -> str:
@@ -23,10 +27,13 @@ def literal(text: str, *, markdown: bool = True) -> str:
     are written as their escapes (core/serving/visible.py); with `markdown` (text Streamlit renders: markdown, captions,
     alerts, labels, radio options) every ASCII punctuation character that markdown, LaTeX ($), HTML (<, &) or
     Streamlit (:red[…], :material/…:) could obey is backslash-escaped (CommonMark lets a backslash escape each),
-    so *, [x](…), `, $x$ and <img> show, never act. markdown=False for what a widget shows as plain text (a
-    drop-down's options), where a backslash would show."""
+    so *, [x](…), `, $x$ and <img> show, never act, and a LINK_BREAK after each ://, www and @ keeps an address
+    text, never a link (it shows as nothing). markdown=False for what a widget shows as plain text (a drop-down's
+    options), where a backslash would show."""
     shown = make_visible(str(text))
-    return MARKUP.sub(r"\\\1", shown) if markdown else shown
+    if not markdown:
+        return shown
+    return MARKUP.sub(r"\\\1", AUTOLINK_START.sub(lambda start: start.group() + LINK_BREAK, shown))
 
 
 def _non_finite(value: str) -> bool:

@@ -5,6 +5,7 @@ copies (core/serving/lru.py), and the one recorder thread that computes them.
 from __future__ import annotations
 
 import functools
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -15,7 +16,7 @@ from core.model.checkpoint import ModelCard
 from core.model.config import ConfigError
 from core.model.masks import MaskSpec
 from core.model.recording import Recording
-from core.model.run import TextInputError, record_text
+from core.model.run import TextInputError, length_refusal, record_text
 from core.serving.allocator import prefault
 from core.serving.lru import ByteLRU
 from pages.ui.models import get_model, models_dir
@@ -60,13 +61,20 @@ def _results() -> ByteLRU:
     return ByteLRU(RESULTS_MB * 2**20)
 
 
+def store_key(*parts) -> bytes:
+    """A fixed-size key for a call: the hash of its parts' repr (unambiguous for the str, int, None and tuple
+    arguments stored here), so a key never holds the text it was called with."""
+    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=32).digest()
+
+
 def shared_result(function):
-    """Cache `function`'s results by its (hashable) arguments in the process's ByteLRU: like st.cache_data, but
-    a hit hands out the stored object itself instead of unpickling a copy (0.3 s for a 512-token recording).
-    What it returns must not be changed by its callers: a Recording's arrays are read-only."""
+    """Cache `function`'s results by its arguments in the process's ByteLRU: like st.cache_data, but a hit hands
+    out the stored object itself instead of unpickling a copy (0.3 s for a 512-token recording). What it returns
+    must not be changed by its callers: a Recording's arrays are read-only. Callers refuse over-long texts first
+    (length_refusal): a refusal need not be stored."""
     @functools.wraps(function)
     def cached(*args):
-        return _results().get_or_compute((function.__module__, function.__qualname__, args),
+        return _results().get_or_compute(store_key(function.__module__, function.__qualname__, args),
                                          lambda: function(*args))
     return cached
 
@@ -120,6 +128,10 @@ def slow_note(recording: Recording) -> None:
 
 
 def get_recording(setting: Setting, text: str) -> Recording | str:
-    """Cached by (model name, text, mask kind, window, stride, pe): the Recording or an error message."""
+    """Cached by (model name, text, mask kind, window, stride, pe): the Recording or an error message (an
+    over-long text's, before the store sees it)."""
+    refusal = length_refusal(text)
+    if refusal:
+        return refusal
     s = setting.normalised()
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
