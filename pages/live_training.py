@@ -274,10 +274,11 @@ def first_choice(snapshot: Snapshot) -> tuple[int, int]:
 def head_and_all_heads(snap: Snapshot, tokens: list[str], layer: int, head: int, notation: str, key: str) -> None:
     col_head, col_all = st.columns([3, 2])
     with col_head:
-        head_chart(snap.patterns[layer, head], tokens, notation=notation,
+        head_chart(snap.patterns[layer, head], tokens, notation=notation, masked=snap.masked,
                    title=f"L{layer} H{head} after {snap.step} steps", key=f"{key}_pattern", filename="pattern_at_step")
     with col_all:
-        heatmap(overview_spec(snap.patterns, tokens, notation=notation, selected=(layer, head), tile_px=110),
+        heatmap(overview_spec(snap.patterns, tokens, notation=notation, selected=(layer, head), masked=snap.masked,
+                              tile_px=110),
                 key=f"{key}_all_heads", filename="all_heads_at_step")
 
 
@@ -399,7 +400,8 @@ def compare(views: list[RunView], notation: str) -> None:
         with column:
             snap = view.snapshot_at(int(at))
             st.markdown(f"**{name}** · {view.spec.describe()}")
-            heatmap(overview_spec(snap.patterns, list(view.tokens), notation=notation, tile_px=110),
+            heatmap(overview_spec(snap.patterns, list(view.tokens), notation=notation, masked=snap.masked,
+                                  tile_px=110),
                     key=f"tr_compare_{name}", filename=f"run_{name}_heads")
             st.caption(f"after {snap.step} steps; loss (mean of the last 25 steps) "
                        f"{np.mean(view.history['loss'][-25:]):.3f}" if view.steps_done else "no step yet")

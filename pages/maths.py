@@ -53,7 +53,8 @@ def agreement(step: Step) -> str:
     if step.hook is None:
         return "Computed here from the steps above (the model records no tensor for it)."
     largest = float(np.abs(step.recorded[np.isfinite(step.recorded)]).max(initial=0.0))
-    return (f"Recomputed here; equals the model's `{step.hook}` to **{step.max_diff:.1e}** "
+    then = f" {step.recorded_then}" if step.recorded_then else ""
+    return (f"Recomputed here; equals the model's `{step.hook}`{then} to **{step.max_diff:.1e}** "
             f"(its entries reach {largest:.3g}).")
 
 
@@ -95,7 +96,7 @@ def step_picker() -> str:
 
 def summary_frame(maths: LayerMaths, head: int) -> pd.DataFrame:
     """One row per checked step: its name, the tensor it is checked against and the largest difference."""
-    rows = [(step.title, step.hook or "—", "×".join(map(str, step.value.shape)), step.max_diff)
+    rows = [(step.title, step.checked_against or "—", "×".join(map(str, step.value.shape)), step.max_diff)
             for step in maths.checks(head)]
     return pd.DataFrame(rows, columns=["step", "recorded tensor", "shape (paper layout)",
                                        "max |recomputed − recorded|"])
@@ -154,7 +155,9 @@ if shows(1):
     st.header("1 · The input X")
     st.markdown(f"D = {D} features down, N = {len(tokens)} tokens across. "
                 + ("This model is **pre-LN**: attention reads the stream after TokenNorm, each token normalised on its "
-                   "own (seed 001 §2.3; TokenNorm is what most code calls LayerNorm)." if maths.pre_norm else
+                   "own (seed 001 §2.3; TokenNorm is what most code calls LayerNorm). The chart includes γ and β; the "
+                   "model records its TokenNorm standardised, before γ and β, so the check applies them to the "
+                   "recording first." if maths.pre_norm else
                    "This model is **post-LN**: attention reads the residual stream itself; TokenNorm comes after each "
                    "residual addition."))
     show_step(maths.X, "X", labels, token)

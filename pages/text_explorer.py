@@ -39,7 +39,8 @@ from pages.ui.presentation import model_name  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.score import HEAVIEST_KEY, score_breakdown  # noqa: E402
 from pages.ui.store import Setting, get_recording, slow_note  # noqa: E402
-from pages.ui.text_input import DEFAULT_TEXT, text_help, token_choices, unknown_warning  # noqa: E402
+from pages.ui.text_input import (DEFAULT_TEXT, offer_fitting_start, text_help, token_choices,  # noqa: E402
+                                 unknown_warning)
 from pages.ui.toggles import (APPLY_LABELS, MASK_CHOICES, OWN, ablation_encodings, chosen_setting,  # noqa: E402
                               resend_on_model_change, trained_encodings)
 from pages.ui.widgets import BIND, keep_in_range, keep_in_url, layer_head_picker, notation_switch  # noqa: E402
@@ -461,8 +462,10 @@ def explorer(card, cards, text: str, notation: str) -> None:
         else:
             baseline = get_recording(own, text)
     problem = next((r for r in (recording, baseline) if isinstance(r, str)), None)
+    chosen_card = next((c for c in cards if c.name == chosen.model), card)
     if problem is not None:
         show_input_error(problem)
+        offer_fitting_start(text, [card, chosen_card])
         return
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
@@ -474,7 +477,6 @@ def explorer(card, cards, text: str, notation: str) -> None:
         with st.expander("The tokens", icon=":material/notes:"):
             st.markdown(literal(shown_tokens))
     unknown_warning(tokens, unknown, card)
-    chosen_card = next((c for c in cards if c.name == chosen.model), card)
     labels = (own.describe(card), chosen.describe(chosen_card))
     st.caption(f"Running: {labels[1]}")
     slow_note(recording)

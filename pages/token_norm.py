@@ -24,7 +24,7 @@ from core.lessons.lens import batchnorm_statistics, token_norm_view, tokennorm_s
 from core.lessons.predictions import standardised  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
-from pages.ui.presentation import plotly_chart  # noqa: E402
+from pages.ui.presentation import plotly_chart, table_height  # noqa: E402
 from pages.ui.safety import literal  # noqa: E402
 from pages.ui.text_input import token_choices, typed_text_recording  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, notation_switch  # noqa: E402
@@ -134,7 +134,7 @@ with col_stats:
                     key="stats_chart", config=PLOT_CONFIG)
 with col_table:
     frame = per_token_frame(view, tokens)
-    st.dataframe(frame, hide_index=True, key="stats_table", height=min(36 * (len(frame) + 1) + 3, 420),
+    st.dataframe(frame, hide_index=True, key="stats_table", height=table_height(len(frame)),
                  column_config={name: st.column_config.NumberColumn(format="%.4f")
                                 for name in ("mean", "std", "‖before‖", "‖after‖")})
     st.caption("The mean and std of each token's vector as TokenNorm receives it; std is √(var + ε), what the "

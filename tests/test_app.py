@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from core.figures.attention import HEAD_VIEW_TOKENS
 from core.model.checkpoint import ModelCard, save_checkpoint
 from core.model.config import ModelConfig
-from core.model.run import tokenizer
+from core.model.run import MAX_TEXT_CHARS, encode_text, fitting_start, tokenizer
 from core.model.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,6 +252,37 @@ def test_bad_text_gives_an_error_and_keeps_the_text(app, text, needle):
     assert len(app.error) == 1 and needle in app.error[0].value
     assert app.text_area(key="text").value == text
     assert charts(app) == 0
+
+
+def test_fitting_start_keeps_the_most_whole_words_that_fit():
+    text = "the dog runs . " * 40
+    start = fitting_start(text, 64)
+    assert text.startswith(start) and len(encode_text(start, 64)[0]) <= 64
+    longer = text[:text.index(" ", len(start) + 1)]  # one word more
+    assert longer.split() == start.split() + [text.split()[len(start.split())]]
+    assert len(tokenizer().encode(longer).ids) > 64
+    assert fitting_start("the dog runs .", 64) == "the dog runs ."  # it fits: nothing to cut
+    assert fitting_start("", 64) is None and fitting_start("the dog", 1) is None  # empty; not even one word fits
+    huge = fitting_start("dog " * 12_500, 100_000)  # past MAX_TEXT_CHARS: the start that the length check allows
+    assert huge is not None and len(huge) <= MAX_TEXT_CHARS and huge.endswith("dog")
+
+
+@pytest.mark.parametrize("text", ["the dog runs . " * 400, "the dog " * 12_500])  # 1,600 words; 100,000 characters
+def test_a_text_refused_for_its_length_offers_to_keep_the_first_part_that_fits(app, text):
+    app.text_area(key="text").input(text).run()
+    assert_ok(app, errors=True)
+    assert len(app.error) == 1 and "shorten it" in app.error[0].value
+    app.button(key="keep_start").click().run()
+    assert_ok(app)
+    kept = app.text_area(key="text").value
+    assert text.startswith(kept) and len(kept.split()) > 10 and not kept.endswith(" ")
+    assert len(encode_text(kept, 64)[0]) <= 64 and app.query_params["text"] == kept  # the link keeps it too
+
+
+def test_a_text_refused_for_something_else_offers_no_cut(app):
+    app.text_area(key="text").input("   ").run()
+    assert_ok(app, errors=True)
+    assert "empty" in app.error[0].value and not [b for b in app.button if b.key == "keep_start"]
 
 
 @pytest.mark.parametrize("text", ["the dog 🐶 runs 🎉 .", "שלום the cat مرحبا .", "the\x07 dog\x1b[31m runs\u202e ."

@@ -57,6 +57,7 @@ def test_grading_names_the_prediction_and_the_measured_ratios():
     assert "alibi ×1.03, rope ×1.60" in words and "alibi kept it within 10%" in words and "past position 4" in words
     assert Grade("alibi", least_rise([flat, risen]), words).right
     wrong = Grade("rope", least_rise([flat, risen]), words)
+    assert "(no encoding kept it within 10%)" in measured_rise([risen])  # "none" would read as the encoding none
     assert not wrong.right and "the answer here is **alibi**" in wrong.sentence()
 
 

@@ -52,6 +52,17 @@ def test_maths_page_shows_every_step_matching_the_recording(app):
     assert "pre-LN" in text_of(at)
 
 
+def test_maths_page_says_step_1_is_the_recorded_tokennorm_with_gamma_and_beta(app):
+    """The chart of X includes γ and β, while the recorded ln1.hook_normalized is standardised before them: the
+    words name the recorded tensor with γ and β applied, which is what the numbers are checked against."""
+    at = app(MATHS)
+    ok(at)
+    captions = [c.value for c in at.caption if c.value.startswith("Recomputed here")]
+    assert captions and "equals the model's `blocks.0.ln1.hook_normalized` × γ + β to" in captions[0]
+    assert "blocks.0.ln1.hook_normalized × γ + β" in set(frame(at, "recorded tensor")["recorded tensor"])
+    assert "before γ and β" in text_of(at)
+
+
 def test_maths_page_follows_layer_head_and_token(app):
     at = app(MATHS, **ALL)
     before = figures(at)

@@ -167,6 +167,7 @@ def test_a_run_trains_and_keeps_every_step_and_its_snapshots(reversal_run):
         assert snapshot.patterns.shape == (2, 2, n, n)
         np.testing.assert_allclose(snapshot.patterns.sum(-1), 1.0, atol=1e-5)
         assert np.all(snapshot.patterns[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)  # causal
+        np.testing.assert_array_equal(snapshot.masked, np.triu(np.ones((n, n), dtype=bool), 1))  # drawn grey
         expected = [[mirrored_score(snapshot.patterns[l, h], worker.PROBE_LENGTH) for h in range(2)] for l in range(2)]
         np.testing.assert_allclose(snapshot.scores, expected)
     assert view.snapshots[0].patterns.tolist() != view.snapshots[-1].patterns.tolist()  # the heads changed

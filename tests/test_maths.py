@@ -55,6 +55,7 @@ def test_pre_ln_tokennorm_and_post_ln_residual_steps_are_checked():
     model, rec = recorded(norm="pre")
     maths = layer_maths(model, rec, 1)
     assert maths.X.hook == "blocks.1.ln1.hook_normalized"
+    assert maths.X.checked_against == "blocks.1.ln1.hook_normalized × γ + β"  # recorded before γ, β (TransformerLens)
     assert maths.steps["token norm 2"].hook == "blocks.1.ln2.hook_normalized"
     model, rec = recorded(norm="post")
     maths = layer_maths(model, rec, 1)

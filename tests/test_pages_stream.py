@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit as st
 from conftest import charts, figure, ok, shows
 from streamlit.testing.v1 import AppTest
 
@@ -16,6 +17,7 @@ from core.lessons.lens import batchnorm_statistics, tokennorm_statistics
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN_NORM = str(ROOT / "pages" / "token_norm.py")
 RESIDUAL = str(ROOT / "pages" / "residual_stream.py")
+STREAMLIT_ROW_PX = 35  # the height Streamlit draws a dataframe's header and each row
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -36,6 +38,22 @@ def test_token_norm_page_renders_its_charts(app):
     assert at.radio(key="norm").value == "ln1" and at.radio(key="layer").value == 0
     assert len(at.get("download_button")) == 1
     assert "12 tokens" in " ".join(c.value for c in at.caption)
+
+
+def test_token_norm_statistics_table_shows_every_row(app, monkeypatch):
+    """The table is as tall as its header and rows, so no inner scroll hides the last token (AppTest keeps no
+    dataframe height: a spy on st.dataframe reads what the page asked for)."""
+    heights = {}
+    draw = st.dataframe
+
+    def spy(data, *args, **kwargs):
+        heights[kwargs.get("key")] = kwargs.get("height")
+        return draw(data, *args, **kwargs)
+    monkeypatch.setattr(st, "dataframe", spy)
+    at = app(TOKEN_NORM)
+    ok(at)
+    rows = len(at.dataframe[0].value)
+    assert rows == 12 and heights["stats_table"] >= STREAMLIT_ROW_PX * (rows + 1) + 2  # header, rows, border
 
 
 def test_token_norm_page_follows_layer_site_token_and_notation(app):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PAGES, charts, ok
+from conftest import PAGES, charts, figure, ok
 from streamlit.testing.v1 import AppTest
 from tiny_models import write_tiny_models
 from vision_models import write_tiny_vits
@@ -162,6 +162,24 @@ def test_a_short_run_trains_shows_its_curves_and_snapshots_and_saves(new_page, u
     assert (user_dir / "class-run" / "class-run.safetensors").is_file()
     cards = text_cards()  # what every text page's model picker lists: the bundled models, then the saved run
     assert [card.name for card in cards][-1] == "class-run" and model_label(cards[-1]) == "class-run · your run"
+
+
+def test_the_snapshots_show_masked_cells_grey_and_hatched_as_every_page_does(new_page):
+    """A causal run's head and all-heads charts carry the masked cells (keys after the query), so they are drawn
+    grey and hatched, not as white weights of 0."""
+    at = new_page()
+    tiny(at, steps=3)
+    at.run()
+    run = start(at)
+    assert run.join(timeout=120) and run.view().status == "finished"
+    at.run()
+    ok(at)
+    n = len(run.view().tokens)
+    causal = np.triu(np.ones((n, n), dtype=bool), 1).astype(int).tolist()  # rows queries, columns keys
+    shown = {key: figure(chart) for chart in charts(at) for key in ("tr_scrub_pattern", "tr_scrub_all_heads")
+             if chart.proto.id.endswith(key)}
+    assert shown["tr_scrub_pattern"]["arrays"]["masked"] == causal and shown["tr_scrub_pattern"]["hatch"]
+    assert shown["tr_scrub_all_heads"]["arrays"]["masked"] == causal
 
 
 def test_stop_compare_and_reload(new_page):

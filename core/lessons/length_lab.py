@@ -122,7 +122,7 @@ def measured_rise(runs: list[LengthRun]) -> str:
     length = runs[0].trained_length
     ratios = ", ".join(f"{run.encoding} ×{run.ratio:.2f}" for run in sorted(runs, key=lambda run: run.ratio))
     flat = [run.encoding for run in runs if not run.rose()]
-    kept = " and ".join(flat) if flat else "none"
+    kept = " and ".join(flat) if flat else "no encoding"  # not "none": that is an encoding, an answer option
     return (f"mean loss past position {length} ÷ mean loss at positions {length // 2}–{length - 1}: {ratios} "
             f"({kept} kept it within {ROSE - 1:.0%})")
 

@@ -44,7 +44,13 @@ class Step:
     latex: str  # the formula, as the page shows it with st.latex
     value: np.ndarray  # the recomputed numbers, paper layout
     hook: str | None = None  # the recording's name of the tensor it is checked against
-    recorded: np.ndarray | None = None  # that tensor, in the same (paper) layout
+    recorded: np.ndarray | None = None  # that tensor, in the same (paper) layout, with `recorded_then` applied
+    recorded_then: str = ""  # what was done to the recorded tensor before comparing (TokenNorm: "× γ + β")
+
+    @property
+    def checked_against(self) -> str | None:
+        """What the recomputed numbers are compared with, in words: the recorded tensor and what was done to it."""
+        return None if self.hook is None else f"{self.hook} {self.recorded_then}".strip()
 
     @property
     def max_diff(self) -> float | None:
@@ -129,7 +135,7 @@ def _norm_step(title: str, latex: str, x: np.ndarray, norm: torch.nn.Module, rec
     in TransformerLens) scaled and shifted by the model's γ, β: what the next sublayer read."""
     gamma, beta = norm.weight.detach().double().numpy(), norm.bias.detach().double().numpy()
     return Step(title, latex, _token_norm(x, norm), name,
-                paper_layout(rec, name) * gamma[:, None] + beta[:, None])  # D×N
+                paper_layout(rec, name) * gamma[:, None] + beta[:, None], "× γ + β")  # D×N
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,7 @@ class LayerMaths:
 
     layer: int
     pre_norm: bool
-    X: Step  # the input attention sees, D×N (TokenNorm'd for pre-LN, checked against ln1.hook_normalized)
+    X: Step  # the input attention sees, D×N (TokenNorm'd for pre-LN, checked against ln1.hook_normalized × γ + β)
     heads: list[HeadMaths]
     steps: dict[str, Step]
 

@@ -5,6 +5,7 @@ all record a text through record_text.
 
 from __future__ import annotations
 
+import re
 import time
 import unicodedata
 from functools import lru_cache
@@ -62,6 +63,27 @@ def encode_text(text: str, max_len: int, tok: TextTokenizer | PretrainedTokenize
         raise TextInputError(f"the text has {len(encoded.ids)} tokens (with its first token) but this model's "
                              f"context length is {max_len}; shorten it")
     return encoded.ids, encoded.tokens, encoded.is_unknown
+
+
+def fitting_start(text: str, max_len: int, tok: TextTokenizer | PretrainedTokenizer | None = None) -> str | None:
+    """The longest start of `text` that encode_text accepts at this context length, cut at the end of a word: the
+    text itself when it fits, None when not even its first word does (or the text is empty). A start has no fewer
+    tokens than a shorter start, so a binary search over the word ends finds it in a dozen encodings."""
+    def fits(end: int) -> bool:
+        try:
+            encode_text(text[:end], max_len, tok)
+        except TextInputError:
+            return False
+        return True
+
+    if fits(len(text)):
+        return text
+    ends = [word.end() for word in re.finditer(r"\S+", text) if word.end() <= MAX_TEXT_CHARS]
+    fitting, too_long = -1, len(ends)  # ends[fitting] fits (-1: none known yet), ends[too_long] does not
+    while too_long - fitting > 1:
+        middle = (fitting + too_long) // 2
+        fitting, too_long = (middle, too_long) if fits(ends[middle]) else (fitting, middle)
+    return text[:ends[fitting]] if fitting >= 0 else None
 
 
 @torch.no_grad()

@@ -40,6 +40,12 @@ html { font-size: 21px; }
 PRESENTER_FONT = 20  # chart font size in presenter mode (plotly's default is 12)
 PRESENTER_SCALE = PRESENTER_FONT / 12  # every chart's type grows by this in presenter mode
 PRESENTER_HEIGHT = 1.3  # and its height by at least this, so that its larger labels do not squeeze the plot
+TABLE_ROW_PX = 36  # a st.dataframe row or header (Streamlit draws 35 px), with a pixel to spare
+
+
+def table_height(rows: int) -> int:
+    """The height of a st.dataframe that shows its header and all `rows` rows: no inner scroll hides the last."""
+    return TABLE_ROW_PX * (rows + 1) + 3
 
 
 def presenter_mode() -> bool:

@@ -11,7 +11,7 @@ import streamlit as st
 from core.data.vocabulary import known_words
 from core.model.checkpoint import ModelCard
 from core.model.recording import Recording
-from core.model.run import text_tokenizer
+from core.model.run import fitting_start, text_tokenizer
 from pages.ui.models import is_pretrained
 from pages.ui.safety import literal, show_input_error
 from pages.ui.store import Setting, get_recording, slow_note
@@ -47,6 +47,23 @@ def typed_text_recording(card: ModelCard) -> tuple[str, Recording]:
     unknown_warning(recording.meta["tokens"], recording.meta["unknown"], card)
     slow_note(recording)
     return text, recording
+
+
+KEEP_START = "Keep the first part that fits"
+
+
+def offer_fitting_start(text: str, cards: Sequence[ModelCard], key: str = "text") -> None:
+    """Under a refusal: when the text was refused only for being too long, a button that puts in the text box
+    (session state `key`) the longest start of it, cut at the end of a word, that every model in `cards` reads."""
+    starts = [fitting_start(text, card.config.max_len, text_tokenizer(card)) for card in cards]
+    if None in starts or min(map(len, starts)) == len(text):  # refused for something else: nothing to cut
+        return
+    start = min(starts, key=len)
+    kept = len(start.split())
+    if st.button(KEEP_START, key="keep_start", icon=":material/content_cut:", on_click=st.session_state.__setitem__,
+                 args=(key, start), help=f"Keeps the first {kept} of the {len(text.split())} words; the rest of the "
+                                         "page stays as it is."):
+        st.rerun(scope="app")  # a fragment's button: the text box outside it shows the shorter text
 
 
 def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:

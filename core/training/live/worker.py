@@ -118,6 +118,7 @@ class Snapshot:
     norm_scale: dict[str, float]  # per TokenNorm ("blocks.0.ln1", …, "ln_final"): the mean over tokens of σ_n
     resid_norm: np.ndarray  # [M + 1] mean over tokens of ||x_n||: the input of block 0, then after each block
     scores: np.ndarray | None  # [M, H] the task pattern's score of every head (None: the task has none)
+    masked: np.ndarray  # [N, N] bool, the cells the mask hides (scores −inf), the same for every head
 
     @property
     def best_score(self) -> float:
@@ -138,7 +139,8 @@ def take_snapshot(model: Transformer, task: str, step: int, seconds: float) -> t
     scores = None if pattern is None else np.array([[pattern.score(head) for head in layer] for layer in patterns])
     snapshot = Snapshot(step, seconds, patterns,
                         {name: float(recording[f"{name}.hook_scale"].mean()) for name in norms},
-                        np.array([np.linalg.norm(recording[name], axis=-1).mean() for name in streams]), scores)
+                        np.array([np.linalg.norm(recording[name], axis=-1).mean() for name in streams]), scores,
+                        np.isneginf(recording.scores(0)[0]))  # drawn grey and hatched, as on every other page
     return snapshot, list(recording.meta["tokens"])
 
 
