@@ -16,7 +16,7 @@ from core.model.config import MASK_KINDS, POSITION_ENCODINGS, ConfigError
 from core.model.masks import MaskSpec
 from core.model.registry import (DEFAULT_TEXT_MODEL, PRETRAINED_TASKS, TEXT_TASKS, UnknownModelError, describe,
                                  list_cards, load_model)
-from core.model.run import TextInputError, record_text
+from core.model.run import record_text
 
 
 class OptionError(ValueError):
