@@ -99,7 +99,7 @@ def measurement_section() -> None:
         answer, confident = confident_factor(fit.per_doubling, *fit.per_doubling_range, GROWTH_FACTORS)
         linear = measurement.time_growth("linear")
         show_grade(prediction, answer,
-                   f"softmax attention's time grows {growth_words(fit)} on this machine (linear attention's: "
+                   f"softmax attention's time grew {growth_words(fit)} on this machine (linear attention's: "
                    f"{growth_words(linear) if linear else 'not measured at two sizes'})"
                    + ("" if confident else f". The interval reaches past {answer}: **too noisy to grade "
                                            "confidently**, measure again (or at larger N)"))

@@ -21,10 +21,9 @@ import streamlit as st  # noqa: E402
 
 from core.data import grammar  # noqa: E402
 from core.data.translation import (HELDOUT_SEED, SourceSentence, TranslationInputError, generate_pairs,  # noqa: E402
-                                   read_source, vocabularies)
+                                   check_source_length, read_source, vocabularies)
 from core.figures.attention import HEAD_COLORS  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
-from core.model.run import length_refusal  # noqa: E402
 from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun,  # noqa: E402
                                 alignment_mass, list_seq2seq_cards, load_seq2seq, run_translation)
 from pages.ui.heatmap import head_chart  # noqa: E402
@@ -73,6 +72,15 @@ def seq2seq_dir() -> Path:
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")
 def get_seq2seq(name: str, directory: str):
     return load_seq2seq(name, Path(directory))
+
+
+def source_refusal(name: str, text: str, directory: str) -> str | None:
+    """Why a sentence is too long to read, before it reaches translate_text's cache (None when it is not)."""
+    try:
+        check_source_length(text, get_seq2seq(name, directory)[0].cfg.max_src_len)
+    except TranslationInputError as error:
+        return str(error)
+    return None
 
 
 @st.cache_data(max_entries=64, show_spinner="Translating…")
@@ -397,7 +405,8 @@ card = seq2seq_picker()
 with st.expander("Tailish: the rules that make the reference translation", icon=":material/menu_book:"):
     st.markdown(RULES)
 text = source_box()
-result = length_refusal(text) or translate_text(card.name, text, str(seq2seq_dir()))  # refused before the cache
+directory = str(seq2seq_dir())
+result = source_refusal(card.name, text, directory) or translate_text(card.name, text, directory)  # refused before the cache
 if isinstance(result, str):
     show_input_error(result)
     st.stop()
