@@ -78,7 +78,8 @@ def fitting_start(text: str, max_len: int, tok: TextTokenizer | PretrainedTokeni
 
     if fits(len(text)):
         return text
-    ends = [word.end() for word in re.finditer(r"\S+", text) if word.end() <= MAX_TEXT_CHARS]
+    # only the words within the cap can end a start: a pasted 10 MB text is not scanned past it
+    ends = [word.end() for word in re.finditer(r"\S+", text[:MAX_TEXT_CHARS + 1]) if word.end() <= MAX_TEXT_CHARS]
     fitting, too_long = -1, len(ends)  # ends[fitting] fits (-1: none known yet), ends[too_long] does not
     while too_long - fitting > 1:
         middle = (fitting + too_long) // 2
