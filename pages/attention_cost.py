@@ -98,11 +98,13 @@ def measurement_section() -> None:
             return
         answer, confident = confident_factor(fit.per_doubling, *fit.per_doubling_range, GROWTH_FACTORS)
         linear = measurement.time_growth("linear")
-        show_grade(prediction, answer,
-                   f"softmax attention's time grew {growth_words(fit)} on this machine (linear attention's: "
-                   f"{growth_words(linear) if linear else 'not measured at two sizes'})"
-                   + ("" if confident else f". The interval reaches past {answer}: **too noisy to grade "
-                                           "confidently**, measure again (or at larger N)"))
+        measured = (f"softmax attention's time grew {growth_words(fit)} on this machine (linear attention's: "
+                    f"{growth_words(linear) if linear else 'not measured at two sizes'})")
+        if confident:
+            show_grade(prediction, answer, measured)
+        else:  # no verdict: the interval spans more than one option
+            show_grade(prediction, None, f"measured: {measured}. Nearest is {answer}, but the interval spans more "
+                                         "than one option: **too noisy to grade**; measure again (or at larger N).")
         st.markdown("Softmax attention builds an N×N matrix of scores (seed 003, Algorithm 1): 4× the entries when N "
                     "doubles, so time and memory grow as **N²** (Theorem 9.1) and ×4 is the answer in the limit; at "
                     "small N fixed overheads make it less, at large N the memory traffic can make it more. Linear "
