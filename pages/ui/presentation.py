@@ -43,9 +43,13 @@ PRESENTER_HEIGHT = 1.3  # and its height by at least this, so that its larger la
 TABLE_ROW_PX = 36  # a st.dataframe row or header (Streamlit draws 35 px), with a pixel to spare
 
 
+TABLE_MAX_ROWS = 24  # a sentence a class types fits whole; a pasted page of text scrolls instead of running on
+
+
 def table_height(rows: int) -> int:
-    """The height of a st.dataframe that shows its header and all `rows` rows: no inner scroll hides the last."""
-    return TABLE_ROW_PX * (rows + 1) + 3
+    """The height of a st.dataframe that shows its header and all `rows` rows (no inner scroll hides the last), up
+    to TABLE_MAX_ROWS rows."""
+    return TABLE_ROW_PX * (min(rows, TABLE_MAX_ROWS) + 1) + 3
 
 
 def presenter_mode() -> bool:
