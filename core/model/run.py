@@ -14,6 +14,7 @@ import torch
 
 from core.model import pretrained
 from core.model.checkpoint import ModelCard
+from core.model.interventions import Head, Intervention, Replacement
 from core.model.masks import MaskSpec
 from core.model.pretrained import PretrainedTokenizer
 from core.model.recording import Recording
@@ -89,12 +90,28 @@ def fitting_start(text: str, max_len: int, tok: TextTokenizer | PretrainedTokeni
 
 @torch.no_grad()
 def record_text(model: Transformer, text: str, mask: str | MaskSpec | torch.Tensor | None = None,
-                pe: str | None = None, card: ModelCard | None = None) -> Recording:
+                pe: str | None = None, card: ModelCard | None = None,
+                intervene: dict[str, Replacement] | None = None) -> Recording:
     """The recording of the model's forward pass on `text` (with [BOS] first, or a pretrained model's own first
-    tokens), tokens in its meta."""
+    tokens), tokens in its meta; `intervene`: hook name -> replacement (core.model.interventions)."""
     ids, tokens, unknown = encode_text(text, model.cfg.max_len, text_tokenizer(card))
     started = time.perf_counter()
-    recording = model(torch.tensor([ids]), mask=mask, pe=pe, record=True).recording
+    recording = model(torch.tensor([ids]), mask=mask, pe=pe, record=True, intervene=intervene).recording
     recording.meta.update(tokens=tokens, ids=ids, unknown=unknown, text=text, model=card.name if card else None,
                           seconds=time.perf_counter() - started)  # how long the forward pass took (pages say so)
+    return recording
+
+
+@torch.no_grad()
+def record_intervened(model: Transformer, text: str, intervention: Intervention, *, source: Recording | None = None,
+                      means: dict[Head, torch.Tensor] | None = None, mask: str | MaskSpec | torch.Tensor | None = None,
+                      pe: str | None = None, card: ModelCard | None = None) -> Recording:
+    """record_text with `intervention` applied: `source` is the second text's recording (record_text, with the same
+    mask and encoding) that patches take their values from, `means` each mean-ablated head's mean output. The
+    intervention is described in the recording's meta."""
+    n_tokens = len(encode_text(text, model.cfg.max_len, text_tokenizer(card))[0])
+    hooks = intervention.replacements(model.cfg, n_tokens, source, means)
+    recording = record_text(model, text, mask, pe, card, intervene=hooks)
+    recording.meta.update(intervention=str(intervention),
+                          source_text=source.meta.get("text") if source is not None and intervention.patches else None)
     return recording

@@ -14,6 +14,7 @@ Attention is computed explicitly so the matrix A can be recorded; nothing is fus
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from core.model.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
+from core.model.interventions import Replacement
 from core.model.masks import MaskSpec, ScoreMask, build_mask, causal_mask, named_score_mask, padding_mask, score_mask
 from core.model.patches import image_standardise, patchify
 from core.model.positions import RelativeBias, alibi_bias, apply_rope, rope_angles, sinusoidal_table
@@ -32,13 +34,20 @@ class Recorder:
 
     Each tensor is kept with its batch axis and the axes that run over tokens, so that a padded
     batch can be split into one Recording per sequence holding only that sequence's real tokens.
+    An intervention (core.model.interventions) replaces tensors by hook name: the pass goes on from, and records,
+    the replaced tensor.
     """
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, replacements: Mapping[str, Replacement] | None = None):
         self.enabled = enabled
+        self.replacements = replacements or {}
         self.tensors: dict[str, tuple[torch.Tensor, tuple[int, ...]]] = {}
 
-    def __call__(self, name: str, tensor: torch.Tensor, token_axes: tuple[int, ...] = (0,)) -> torch.Tensor:
+    def __call__(self, name: str, tensor: torch.Tensor, token_axes: tuple[int, ...] = (0,),
+                 **context: torch.Tensor) -> torch.Tensor:
+        """`tensor`, or its replacement, recorded under `name`; `context`: what a replacement may read."""
+        if self.replacements and name in self.replacements:
+            tensor = self.replacements[name](tensor, **context)
         if self.enabled:  # in inference mode nothing needs detaching: skip a dispatch per tensor
             self.tensors[name] = (tensor.detach() if tensor.requires_grad else tensor, token_axes)
         return tensor
@@ -171,7 +180,9 @@ class MultiHeadSelfAttention(nn.Module):
             bias = record(f"{prefix}.hook_pos_bias", bias[None].expand(x.shape[0], -1, -1, -1), (1, 2))
         scores, pattern, z = attend(q / math.sqrt(self.head_dim), k, v, mask, bias)
         record(f"{prefix}.hook_attn_scores", scores, (1, 2))
-        record(f"{prefix}.hook_pattern", pattern, (1, 2))
+        edited = record(f"{prefix}.hook_pattern", pattern, (1, 2), scores=scores)
+        if edited is not pattern:  # an intervention rewrote attention rows: z is what the new rows give (eq. 6)
+            z = torch.einsum("bhij,bjhk->bihk", edited, v)
         z = record(f"{prefix}.hook_z", z)  # [B, N, H, K]
         return self.W_O(z.flatten(2))  # [B, N, H*K] -> [B, N, D]
 
@@ -328,7 +339,8 @@ class Transformer(nn.Module):
         self.apply(_init_weights)
 
     def forward(self, inputs: torch.Tensor, *, mask: MaskArgument = None, pe: str | None = None,
-                valid: torch.Tensor | None = None, record: bool = False, cache: KVCache | None = None) -> ModelOutput:
+                valid: torch.Tensor | None = None, record: bool = False, cache: KVCache | None = None,
+                intervene: Mapping[str, Replacement] | None = None) -> ModelOutput:
         """inputs: token ids [B, N] or images [B, C, H, W].
 
         mask: None (the model's own), a mask kind, a MaskSpec, or a boolean allowed-matrix [N, N] / [B, N, N].
@@ -337,17 +349,20 @@ class Transformer(nn.Module):
         cache: a KVCache holding the tokens before these (incremental decoding): the inputs are the next tokens,
         at positions start..start+N-1, start = cache.length; their keys and values are appended to it. A custom
         mask is then [start+N, start+N], over every token so far. Recorded patterns are [H, N, start+N].
+        intervene: hook name -> the function its tensor goes through (core.model.interventions.Intervention).
 
         Without gradients (every page) the pass runs in inference mode: the same numbers, without autograd's
         bookkeeping on each of its few hundred small operations (5–10 % of a pass at N = 64–256).
         """
         with torch.inference_mode(not torch.is_grad_enabled()):
-            return self.run(inputs, mask, pe, valid, record, cache)
+            return self.run(inputs, mask, pe, valid, record, cache, intervene)
 
     def run(self, inputs: torch.Tensor, mask: MaskArgument, pe: str | None, valid: torch.Tensor | None,
-            record: bool, cache: KVCache | None) -> ModelOutput:
+            record: bool, cache: KVCache | None, intervene: Mapping[str, Replacement] | None = None) -> ModelOutput:
         """forward's pass itself."""
-        recorder = Recorder(record)
+        if intervene and cache is not None:
+            raise ValueError("an intervention runs a whole text, not a step of cached decoding")
+        recorder = Recorder(record, intervene)
         x = self.embed_inputs(inputs, recorder)  # [B, N, D]
         batch, n, _ = x.shape
         start = self.check_cache(cache, valid, n)  # 0 without a cache
