@@ -3,6 +3,8 @@
     python -m core.record --model lm-rope --text "the keys to the cabinet are" --out rec.npz
     python -m core.record --list
     python -m core.record --model hf:gpt2 --text "the keys to the cabinet are" --out rec.npz   # a pretrained one
+    python -m core.record --text "the keys to the cabinet" --ablate L1H2 --out rec.npz         # an intervention
+    python -m core.record --text "the keys to the cabinet" --patch L0H1 --patch-from "the key to the cabinet" ...
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from pathlib import Path
 
 from core.model import pretrained
 from core.model.config import MASK_KINDS, POSITION_ENCODINGS, ConfigError
+from core.model.interventions import ABLATIONS, Ablation, Head, Intervention, parse_edit, parse_patch
 from core.model.masks import MaskSpec
 from core.model.registry import (DEFAULT_TEXT_MODEL, PRETRAINED_TASKS, TEXT_TASKS, UnknownModelError, describe,
                                  list_cards, load_model)
-from core.model.run import record_text
+from core.model.run import record_intervened, record_text, text_tokenizer
 
 
 class OptionError(ValueError):
@@ -47,6 +50,29 @@ def mask_option(args: argparse.Namespace, model) -> MaskSpec | None:
                     in_context("--stride", args.stride, cfg.stride, cfg.max_len))
 
 
+def intervention_option(args: argparse.Namespace) -> Intervention:
+    """The --ablate, --attend and --patch options as one Intervention (empty without them)."""
+    if args.patch and args.patch_from is None:
+        raise OptionError("--patch needs --patch-from, the second text whose activations are patched in")
+    return Intervention(tuple(Ablation(Head.parse(head), args.ablation) for head in args.ablate),
+                        tuple(parse_edit(edit) for edit in args.attend), tuple(parse_patch(p) for p in args.patch))
+
+
+def record(args: argparse.Namespace, model, card):
+    """The recording the options ask for: a plain pass, or one with an intervention."""
+    mask = mask_option(args, model)
+    intervention = intervention_option(args)
+    if not intervention:
+        return record_text(model, args.text, mask=mask, pe=args.pe, card=card)
+    from core.lessons.interventions import head_means, reference_texts  # only a mean ablation needs them
+
+    source = record_text(model, args.patch_from, mask=mask, pe=args.pe, card=card) if args.patch_from else None
+    means = (head_means(model, text_tokenizer(card), reference_texts(), mask, args.pe)
+             if intervention.needs_means else None)
+    return record_intervened(model, args.text, intervention, source=source, means=means, mask=mask, pe=args.pe,
+                             card=card)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.record", description=__doc__.splitlines()[0])
     parser.add_argument("--list", action="store_true", help="list the bundled models, one per line, name first")
@@ -56,6 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, help="sliding-window width (with --mask window)")
     parser.add_argument("--stride", type=int, help="stride (with --mask strided)")
     parser.add_argument("--pe", choices=POSITION_ENCODINGS, help="run with this position encoding (ablation)")
+    parser.add_argument("--ablate", action="append", default=[], metavar="HEAD",
+                        help="ablate this head, e.g. L1H2 (repeatable)")
+    parser.add_argument("--ablation", choices=ABLATIONS, default="zero",
+                        help="zero: the head's output z set to 0; mean: to its mean over reference texts")
+    parser.add_argument("--attend", action="append", default=[], metavar="HEAD:QUERY:KEY",
+                        help="force a head's query to attend to one key only, e.g. L1H0:5:2 (repeatable)")
+    parser.add_argument("--patch", action="append", default=[], metavar="SITE",
+                        help="patch from --patch-from: a head L0H1, mlp2, resid1 or embed, @3 for one position")
+    parser.add_argument("--patch-from", help="the second text that --patch takes activations from")
     parser.add_argument("--out", help="the .npz file to write")
     args = parser.parse_args(argv)
     if args.list:
@@ -67,14 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         model, card = load_model(args.model)
         if card.task not in TEXT_TASKS + PRETRAINED_TASKS:
             raise OptionError(f"{card.name} is not a text model (its task is {card.task}): pick one from --list")
-        recording = record_text(model, args.text, mask=mask_option(args, model), pe=args.pe, card=card)
+        recording = record(args, model, card)
         out = npz_path(args.out)
         recording.save_npz(out)
-    # ValueError and RuntimeError: an option this model cannot run with (an encoding, a mask), as torch words it
+    # ValueError and RuntimeError: an option this model cannot run with (an encoding, a mask, an intervention)
     except (UnknownModelError, ConfigError, pretrained.PretrainedError, OSError, ValueError, RuntimeError) as error:
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
-    print(f"wrote {len(recording.names)} arrays for {recording.n_tokens} tokens to {out}")
+    changed = recording.meta.get("intervention")
+    print(f"wrote {len(recording.names)} arrays for {recording.n_tokens} tokens to {out}"
+          + (f" ({changed})" if changed else ""))
     return 0
 
 

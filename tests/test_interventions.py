@@ -248,3 +248,43 @@ def test_ablation_and_patching_match_transformerlens_on_a_gpt2_built_from_a_conf
     chosen = lessons.Candidates("x", "y", 5, 7, a.n_tokens - 1)
     attribution = lessons.direct_logit_attribution(model, a, chosen)  # with GPT-2's biases
     assert abs(attribution.total - attribution.logit_difference) < 1e-4
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command line
+# ---------------------------------------------------------------------------------------------------------
+
+def test_the_command_line_records_an_ablation_a_patch_and_an_edit(tmp_path, capsys):
+    from core.model.recording import Recording
+    from core.record import main
+
+    model, card = load_model("lm-rope")
+    expected = record_intervened(model, TEXT, Intervention(
+        ablations=(Ablation(Head(1, 2), "mean"),), edits=(AttentionEdit(Head(2, 0), 5, 1),),
+        patches=(Patch("head", 0, 1), Patch("resid", 2, position=3))),
+        source=record_text(model, CONTRAST, card=card), card=card,
+        means=lessons.head_means(model, tokenizer(), lessons.reference_texts()))
+    assert main(["--text", TEXT, "--ablate", "L1H2", "--ablation", "mean", "--attend", "L2H0:5:1", "--patch", "L0H1",
+                 "--patch", "resid2@3", "--patch-from", CONTRAST, "--out", str(tmp_path / "r")]) == 0
+    assert "ablate L1H2 (mean)" in capsys.readouterr().out
+    written = Recording.load_npz(tmp_path / "r.npz")
+    assert written.meta["intervention"] == expected.meta["intervention"] and written.meta["source_text"] == CONTRAST
+    for name in expected.names:
+        np.testing.assert_array_equal(written[name], expected[name], err_msg=name)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ablate", "L9H0"], "L0H0 to L3H3, not L9H0"),
+    (["--ablate", "head2"], "not a head"),
+    (["--patch", "L0H1"], "--patch needs --patch-from"),
+    (["--patch", "mlp", "--patch-from", CONTRAST], "not a patch"),
+    (["--patch", "L0H1", "--patch-from", TEXT + " is"], "8 tokens and this one 7"),
+    (["--attend", "L0H0:2:5"], "the mask hides token 5 from token 2"),
+])
+def test_a_bad_intervention_on_the_command_line_is_one_clear_line(args, message, tmp_path, capsys):
+    from core.record import main
+
+    assert main(["--text", TEXT, "--out", str(tmp_path / "r"), *args]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "r.npz").exists()

@@ -109,6 +109,33 @@ class Patch:
         return f"patch {where}" + ("" if self.position is None else f" at token {self.position}")
 
 
+PATCH_NAME = re.compile(r"(?:L(\d{1,3})H(\d{1,3})|(mlp|resid)(\d{1,3})|(embed))(?:@(\d{1,6}))?")
+EDIT_NAME = re.compile(r"L(\d{1,3})H(\d{1,3}):(\d{1,6}):(\d{1,6})")
+
+
+def parse_patch(text: str) -> Patch:
+    """ "L0H1" (a head), "mlp2", "resid1", "embed", each with an optional "@position": the command line's and the
+    links' names of a patch."""
+    found = PATCH_NAME.fullmatch(text.strip()) if len(text) <= 24 else None
+    if not found:
+        raise InterventionError(f"{text[:24]!r} is not a patch: write L0H1, mlp2, resid1 or embed, "
+                                "and @3 for one position")
+    layer, head, site, site_layer, embed, position = found.groups()
+    position = None if position is None else int(position)
+    if layer is not None:
+        return Patch("head", int(layer), int(head), position)
+    return Patch("embed", position=position) if embed else Patch(site, int(site_layer), position=position)
+
+
+def parse_edit(text: str) -> AttentionEdit:
+    """ "L1H0:5:2": head L1H0's query 5 attends to key 2 only."""
+    found = EDIT_NAME.fullmatch(text.strip()) if len(text) <= 32 else None
+    if not found:
+        raise InterventionError(f"{text[:32]!r} is not an attention edit: write L1H0:5:2 (head, query, key)")
+    layer, head, query, key = map(int, found.groups())
+    return AttentionEdit(Head(layer, head), query, key)
+
+
 @dataclass(frozen=True)
 class Intervention:
     """What one forward pass changes. Hashable, so a page can cache the pass it gives."""
