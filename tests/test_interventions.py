@@ -171,16 +171,16 @@ def test_a_bad_head_name_is_refused(text):
         Head.parse(text)
 
 
-@pytest.mark.parametrize("change", ["zero", "mean", "patch"])
-def test_the_batched_effects_equal_one_intervened_pass_per_head(change):
+@pytest.mark.parametrize("change", lessons.CHANGES)
+def test_the_batched_effects_equal_one_intervened_pass_per_head(change, monkeypatch):
+    monkeypatch.setattr(lessons, "MAX_BATCH_FLOATS", 7 * 335 * 5)  # batches of 5 copies: the last one is partial
     model, card = load_model("lm-rope")
     clean, source = record_text(model, TEXT, card=card), record_text(model, CONTRAST, card=card)
     chosen = lessons.candidates(model, clean, tokenizer(), "are", "is")
     means = lessons.head_means(model, tokenizer(), lessons.reference_texts(4))
-    effects = lessons.ablation_effects(model, clean.meta["ids"], chosen, change, means=means, source=source)
+    effects = lessons.ablation_effects(model, clean.meta["ids"], chosen, change, means=means, source=source, key=2)
     for head in (Head(0, 1), Head(2, 3), Head(3, 0)):
-        one = (Intervention(patches=(Patch("head", head.layer, head.head),)) if change == "patch"
-               else Intervention(ablations=(Ablation(head, change),)))
+        one = lessons.intervention_for(head, change, query=chosen.position, key=2)
         alone = record_intervened(model, TEXT, one, source=source, means=means, card=card)
         expected = chosen.difference(alone["logits"]) - chosen.difference(clean["logits"])
         assert abs(effects[head.layer, head.head] - expected) < 1e-4, head

@@ -19,12 +19,12 @@ import numpy as np
 import torch
 
 from core.data import grammar
-from core.model.interventions import Head, InterventionError
+from core.model.interventions import Ablation, AttentionEdit, Head, Intervention, InterventionError, Patch
 from core.model.recording import Recording, block_hook
 from core.model.transformer import Transformer
 from core.tokenizers.words import MASK
 
-CHANGES = ("zero", "mean", "patch")  # what happens to a head's output in ablation_effects
+CHANGES = ("zero", "mean", "patch", "attend")  # what happens to each head in ablation_effects
 MAX_BATCH_FLOATS = 2 ** 25  # one batch of intervened passes holds at most this many floats of logits
 
 
@@ -117,22 +117,38 @@ def head_means(model: Transformer, tok, texts: list[str], mask=None, pe: str | N
 @torch.no_grad()
 def ablation_effects(model: Transformer, ids: list[int], chosen: Candidates, change: str = "zero",
                      means: dict[Head, torch.Tensor] | None = None, source: Recording | None = None,
-                     mask=None, pe: str | None = None) -> np.ndarray:
-    """Δ logit difference [M, H] when each head alone is zeroed, set to its mean (`means`), or patched from
-    `source` (the second text's recording, as many tokens) at every position. Runs the passes as batches of
-    copies of the text, copy i changing head i (core.model.interventions' hooks, given per copy)."""
+                     key: int | None = None, mask=None, pe: str | None = None) -> np.ndarray:
+    """Δ logit difference [M, H] when each head alone is zeroed, set to its mean (`means`), patched from `source`
+    (the second text's recording, as many tokens) at every position, or ("attend") made to read only token `key`
+    from the predicting position. Runs the passes as batches of copies of the text, copy i changing head i
+    (core.model.interventions' hooks, given per copy)."""
     cfg = model.cfg
     heads = [Head(layer, head) for layer in range(cfg.n_layers) for head in range(cfg.n_heads)]
-    values = _replacement_values(heads, change, means, source, len(ids))
+    if change == "attend":
+        hook, make = "attn.hook_pattern", lambda batch, layer: _attend_per_copy(batch, layer, chosen.position, key)
+        if key is None or not 0 <= key < len(ids):
+            raise InterventionError("making a head attend to one token needs that token")
+    else:
+        values = _replacement_values(heads, change, means, source, len(ids))
+        hook, make = "attn.hook_z", lambda batch, layer: _per_copy(batch, layer, values)
     clean = chosen.difference(model(torch.tensor([ids]), mask=mask, pe=pe).logits[0])
     per_batch = max(1, MAX_BATCH_FLOATS // (len(ids) * cfg.vocab_size))
     differences = []
     for first in range(0, len(heads), per_batch):
         batch = heads[first:first + per_batch]
-        hooks = {block_hook(layer, "attn.hook_z"): _per_copy(batch, layer, values) for layer in range(cfg.n_layers)}
+        hooks = {block_hook(layer, hook): make(batch, layer) for layer in range(cfg.n_layers)}
         logits = model(torch.tensor([ids]).expand(len(batch), -1), mask=mask, pe=pe, intervene=hooks).logits
         differences += [chosen.difference(copy) for copy in logits]
     return (np.array(differences) - clean).reshape(cfg.n_layers, cfg.n_heads)
+
+
+def intervention_for(head: Head, change: str, *, query: int | None = None, key: int | None = None) -> Intervention:
+    """The Intervention that ablation_effects makes for `head` under `change` (one head's change, as its own pass)."""
+    if change == "attend":
+        return Intervention(edits=(AttentionEdit(head, query, key),))
+    if change == "patch":
+        return Intervention(patches=(Patch("head", head.layer, head.head),))
+    return Intervention(ablations=(Ablation(head, change),))
 
 
 def _replacement_values(heads: list[Head], change: str, means, source: Recording | None,
@@ -149,6 +165,20 @@ def _replacement_values(heads: list[Head], change: str, means, source: Recording
             raise InterventionError("patching every position needs a second text with as many tokens")
         return {head: source.tensors[block_hook(head.layer, "attn.hook_z")][:, head.head] for head in heads}
     raise InterventionError(f"a head's output is changed by {', '.join(CHANGES)}, not {change!r}")
+
+
+def _attend_per_copy(batch: list[Head], layer: int, query: int, key: int):
+    """The hook of block `layer`'s pattern in a batch whose copy i makes head batch[i]'s query read only `key`."""
+    def replace(pattern: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:  # [B, H, N, S]
+        if bool(torch.isneginf(scores[:, :, query, key]).any()):
+            raise InterventionError(f"the mask hides token {key} from token {query}: pick a token it can see")
+        pattern = pattern.clone()
+        for copy, head in enumerate(batch):
+            if head.layer == layer:
+                pattern[copy, head.head, query] = 0.0
+                pattern[copy, head.head, query, key] = 1.0
+        return pattern
+    return replace
 
 
 def _per_copy(batch: list[Head], layer: int, values: dict[Head, torch.Tensor]):
@@ -256,3 +286,17 @@ def strongest(effects: np.ndarray, count: int = 3) -> list[tuple[Head, float]]:
     """The `count` heads with the most negative effects, most negative first."""
     order = np.argsort(effects, axis=None)[:count]
     return [(Head(*map(int, np.unravel_index(i, effects.shape))), float(effects.flat[i])) for i in order]
+
+
+def graded_head(effects: np.ndarray, prediction: str | None, tolerance: float = 0.1) -> Head:
+    """The head a prediction is graded against: the predicted head itself when its effect is within `tolerance` (a
+    fraction) of the strongest one's (a near tie is not a wrong answer), else the head with the strongest effect."""
+    best = carrying_head(effects)
+    try:
+        said = Head.parse(prediction) if prediction else None
+    except InterventionError:
+        return best
+    if said is None or not (said.layer < effects.shape[0] and said.head < effects.shape[1]):
+        return best
+    strongest = effects[best.layer, best.head]
+    return said if effects[said.layer, said.head] <= strongest * (1 - tolerance) else best
