@@ -128,8 +128,9 @@ class Prefixed:
     def __init__(self, recorder: Recorder, prefix: str):
         self.recorder, self.prefix = recorder, prefix
 
-    def __call__(self, name: str, tensor: torch.Tensor, token_axes: tuple[int, ...] = (0,)) -> torch.Tensor:
-        return self.recorder(f"{self.prefix}.{name}", tensor, token_axes)
+    def __call__(self, name: str, tensor: torch.Tensor, token_axes: tuple[int, ...] = (0,),
+                 **context: torch.Tensor) -> torch.Tensor:
+        return self.recorder(f"{self.prefix}.{name}", tensor, token_axes, **context)
 
 
 class CrossAttention(MultiHeadSelfAttention):
