@@ -1,0 +1,116 @@
+"""The image page's drawing canvas in a real browser, on the bundled image models: strokes drawn with the mouse
+reach the model, Undo and Clear work, and the link reopens the same drawing with the same prediction.
+
+Run with `pytest -m browser tests/test_browser_drawing.py`. Screenshots go to $ATTENTION_LAB_SCREENSHOTS when set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from test_browser import CHROMIUM, ERROR, serve_app, shoot, wait_idle  # noqa: F401
+
+from core.data.images import DRAW_CELLS
+from core.model.registry import MODELS_DIR
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
+
+CANVAS = ".al-drawing canvas"
+BLANK = "A" * 43  # an empty 16 x 16 drawing's link value
+PREDICTION = '[data-testid="stMarkdownContainer"]:has-text(" says ")'  # the first: beside the canvas
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app on the bundled models (random ones would not tell a drawing from nothing); killed at teardown."""
+    with serve_app(MODELS_DIR, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+        yield url
+
+
+@pytest.fixture
+def page(server):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(60_000)
+        yield page
+        browser.close()
+
+
+def cell_point(page, row: float, col: float) -> tuple[float, float]:
+    """The page coordinates of a point of the drawing grid, in cells (row 0.5, column 0.5: the first cell's centre)."""
+    box = page.locator(CANVAS).bounding_box()
+    return box["x"] + col * box["width"] / DRAW_CELLS, box["y"] + row * box["height"] / DRAW_CELLS
+
+
+def stroke(page, *points: tuple[float, float]) -> None:
+    """Press the mouse at the first point (in cells), move through the others in small steps, release."""
+    page.mouse.move(*cell_point(page, *points[0]))
+    page.mouse.down()
+    for point in points[1:]:
+        page.mouse.move(*cell_point(page, *point), steps=8)
+    page.mouse.up()
+
+
+def shown(page) -> str:
+    """The drawing the canvas shows, as its link value."""
+    return page.locator(".al-drawing").get_attribute("data-cells")
+
+
+def linked(page) -> str | None:
+    """The drawing in the page's URL."""
+    return parse_qs(urlparse(page.url).query).get("drawing", [None])[0]
+
+
+def settle(page, drawing: str) -> str:
+    """Wait until the URL holds `drawing` and the page has rerun with it; the model's verdict then."""
+    page.wait_for_function("value => new URL(window.location.href).searchParams.get('drawing') === value", arg=drawing)
+    wait_idle(page)
+    assert page.locator(ERROR).count() == 0
+    return page.locator(PREDICTION).first.inner_text()
+
+
+def test_draw_undo_clear_and_reopen_the_link(server, page, shoot):
+    page.goto(f"{server}/image_lab?source=draw")
+    page.locator(CANVAS).wait_for()
+    wait_idle(page)
+    blank = settle(page, BLANK)
+    assert "says nothing" in blank
+    assert page.get_by_role("button", name="↶ Undo").is_disabled()
+
+    stroke(page, (3.5, 3.5), (3.5, 12.5), (12.5, 12.5))  # a square's top and right side, badly
+    first = shown(page)
+    assert first != BLANK
+    after_one = settle(page, first)
+    stroke(page, (12.5, 12.5), (12.5, 3.5), (3.5, 3.5))  # and its bottom and left side
+    square = shown(page)
+    assert square not in (BLANK, first)
+    after_two = settle(page, square)
+    assert "says nothing" not in after_two, after_two
+    assert page.locator(PREDICTION).first.evaluate(  # seen while drawing, without scrolling
+        "e => e.getBoundingClientRect().top >= 0 && e.getBoundingClientRect().bottom <= window.innerHeight")
+    shoot(page, "drawing_1_square")
+
+    page.get_by_role("button", name="↶ Undo").click()
+    assert shown(page) == first
+    assert settle(page, first) == after_one
+
+    page.get_by_role("button", name="✕ Clear").click()
+    assert shown(page) == BLANK
+    assert settle(page, BLANK) == blank
+    assert page.get_by_role("button", name="✕ Clear").is_disabled()
+    page.get_by_role("button", name="↶ Undo").click()  # the clear is undone too
+    assert shown(page) == first
+
+    stroke(page, (12.5, 12.5), (12.5, 3.5), (3.5, 3.5))
+    assert shown(page) == square
+    assert settle(page, square) == after_two
+    link = page.url
+    page.goto(link)  # the link, opened afresh: the same drawing, the same verdict
+    page.locator(CANVAS).wait_for()
+    page.wait_for_function("value => document.querySelector('.al-drawing').dataset.cells === value", arg=square)
+    assert settle(page, square) == after_two
+    shoot(page, "drawing_2_reopened")
