@@ -213,7 +213,7 @@ def drawing() -> tuple[np.ndarray, str, None, DeltaGenerator]:
     st.caption(f"Draw with the mouse, a finger or a pen: each cell is 2×2 pixels of the {IMAGE_SIZE}×{IMAGE_SIZE} "
                "image. The model reads the drawing when a stroke ends; the link to this page carries it.")
     ink, background = _rgb(ink), _rgb(background)
-    col_canvas, col_verdict = st.columns([3, 2], gap="large")
+    col_canvas, col_verdict = st.columns([2, 1], gap="large")
     with col_canvas:
         grid = drawing_canvas(DRAW_CELLS, _template(start), _css(ink), _css(background))
     image = mask_grid(grid, IMAGE_SIZE, ink=ink, background=background)

@@ -20,10 +20,11 @@ function decode(text, side) {
   return grid;
 }
 
-const STYLE = `.al-drawing { display: flex; flex-wrap: wrap; gap: 0.75rem; align-items: flex-start; }
-.al-drawing canvas { display: block; width: min(100%, 20rem); aspect-ratio: 1; touch-action: none; cursor: crosshair;
-  border: 1px solid rgba(128, 128, 128, 0.5); border-radius: 4px; }
-.al-drawing-tools { display: flex; flex-direction: column; gap: 0.4rem; }
+// The tools keep their place beside the canvas at any width (wrapped below it, they left a narrow column's view).
+const STYLE = `.al-drawing { display: flex; gap: 0.75rem; align-items: flex-start; }
+.al-drawing canvas { display: block; width: min(calc(100% - 6.5rem), 20rem); aspect-ratio: 1; touch-action: none;
+  cursor: crosshair; border: 1px solid rgba(128, 128, 128, 0.5); border-radius: 4px; }
+.al-drawing-tools { display: flex; flex-direction: column; gap: 0.4rem; width: 5.75rem; }
 .al-drawing-tools button { font: 0.9rem var(--st-font, sans-serif); padding: 0.3rem 0.8rem; text-align: left;
   color: var(--st-text-color, #31333F); background: var(--st-background-color, #fff);
   border: 1px solid rgba(128, 128, 128, 0.45); border-radius: 0.5rem; cursor: pointer; }
