@@ -8,11 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pytest
 from test_browser import CHROMIUM, ERROR, serve_app, shoot, wait_idle  # noqa: F401
 
-from core.data.images import DRAW_CELLS
+from core.data.images import CLASSES, DRAW_CELLS, template_cells
 from core.model.registry import MODELS_DIR
+from core.serving.drawing_link import decode_drawing, encode_drawing
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -114,3 +116,50 @@ def test_draw_undo_clear_and_reopen_the_link(server, page, shoot):
     page.wait_for_function("value => document.querySelector('.al-drawing').dataset.cells === value", arg=square)
     assert settle(page, square) == after_two
     shoot(page, "drawing_2_reopened")
+
+    page.get_by_test_id("stSelectbox").filter(has_text="Start from").click()  # a template replaces the drawing
+    page.get_by_role("option", name="cross", exact=True).click()
+    cross = encode_drawing(template_cells(CLASSES.index("cross")))
+    page.wait_for_function("value => document.querySelector('.al-drawing').dataset.cells === value", arg=cross)
+    settle(page, cross)
+    page.get_by_role("button", name="↶ Undo").click()  # and Undo brings it back
+    assert shown(page) == square
+    assert settle(page, square) == after_two
+
+    page.get_by_role("button", name="Eraser").click()  # the eraser rubs out what it passes over, and only that
+    stroke(page, (3.5, 3.5), (3.5, 12.5))
+    rubbed = decode_drawing(square, DRAW_CELLS)
+    rubbed[3, 3:13] = False
+    assert shown(page) == encode_drawing(rubbed)
+    settle(page, encode_drawing(rubbed))
+
+
+def touch_stroke(page, *points: tuple[float, float]) -> None:
+    """A finger's stroke through these points (in cells), as the browser's touch input (Chrome DevTools protocol)."""
+    session = page.context.new_cdp_session(page)
+    kinds = ["touchStart", *["touchMove"] * (len(points) - 1)]
+    for kind, point in zip(kinds, points):
+        x, y = cell_point(page, *point)
+        session.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": [{"x": x, "y": y}]})
+    session.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
+
+def test_a_finger_draws_too(server, shoot):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1024, "height": 768}, has_touch=True)
+        page.set_default_timeout(60_000)
+        page.goto(f"{server}/image_lab?source=draw")
+        page.locator(CANVAS).wait_for()
+        settle(page, BLANK)
+        page.locator(CANVAS).scroll_into_view_if_needed()
+        top = "() => document.querySelector('.al-drawing canvas').getBoundingClientRect().top"
+        before = page.evaluate(top)
+        touch_stroke(page, *[(row + 0.5, 8.5) for row in range(2, 14)])  # a bar, top to bottom
+        bar = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
+        bar[2:14, 8] = True
+        assert "says bar" in settle(page, encode_drawing(bar))
+        assert page.evaluate(top) == before  # the finger drew: it did not scroll the page
+        shoot(page, "drawing_3_touch")
+        browser.close()
