@@ -210,8 +210,10 @@ def drawing() -> tuple[np.ndarray, str, None, DeltaGenerator]:
         ink = st.color_picker("Ink", "#F0F0F0", key="ink", bind=BIND)
     with col_background:
         background = st.color_picker("Background", "#202020", key="background", bind=BIND)
-    st.caption(f"Draw with the mouse, a finger or a pen: each cell is 2×2 pixels of the {IMAGE_SIZE}×{IMAGE_SIZE} "
-               "image. The model reads the drawing when a stroke ends; the link to this page carries it.")
+    pixels = IMAGE_SIZE // DRAW_CELLS
+    st.caption(f"Draw with the mouse, a finger or a pen: each cell is {pixels}×{pixels} pixels of the "
+               f"{IMAGE_SIZE}×{IMAGE_SIZE} image. The model reads the drawing when a stroke ends; the link to this "
+               "page carries it.")
     ink, background = _rgb(ink), _rgb(background)
     col_canvas, col_verdict = st.columns([2, 1], gap="large")
     with col_canvas:

@@ -159,7 +159,7 @@ def test_a_sample_of_each_test_set_with_the_models_accuracy_on_it_from_its_card(
 
 def canvas(at: AppTest) -> dict:
     """What the page gives the drawing canvas (pages/ui/drawing.py): its drawing as a link value, colours, side."""
-    [element] = [e for e in at._tree if e.type == "bidi_component" and e.proto.component_name == "attention_lab.drawing"]
+    [element] = [e for e in at.get("bidi_component") if e.proto.component_name == "attention_lab.drawing"]
     return json.loads(element.proto.json)
 
 
