@@ -76,8 +76,12 @@ def settle(page, drawing: str) -> str:
 
 
 def test_draw_undo_clear_and_reopen_the_link(server, page, shoot):
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
     page.goto(f"{server}/image_lab?source=draw")
     page.locator(CANVAS).wait_for()
+    assert any("/drawing.js?v=" in url for url in requests)  # the canvas's code, from the app's own server
+    assert all(url.startswith((server, "data:", "blob:")) for url in requests), requests
     wait_idle(page)
     blank = settle(page, BLANK)
     assert "says nothing" in blank
