@@ -3,8 +3,9 @@
 Seed 001 §1.1 figure 2 (x_n = W p_n + e_n) and §4.2 (a CLS token at n = 0, the class read from x_0 after the last
 block). The numbers come from core/lessons/vision.py (a recording of one forward pass); this page only renders them.
 
-URL parameters (all widgets but the upload and the drawing grid are bound): model, notation (sidebar); source,
-sample, start, ink, background, pe, apply, layer, head, patch, rollout_from, opacity.
+URL parameters (all widgets but the upload are bound: a link cannot carry a file): model, notation (sidebar);
+source, sample, start, ink, background, drawing (the drawn grid, pages/ui/drawing.py), pe, apply, layer, head,
+patch, rollout_from, opacity.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ if str(Path(__file__).resolve().parent.parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
+from streamlit.delta_generator import DeltaGenerator  # noqa: E402
 
-from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, NOTHING, SHAPES, TEST_SETS,  # noqa: E402
+from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, NOTHING, SHAPES, TEST_SETS,  # noqa: E402
                               generate_test_set, mask_grid, template_cells)
 from core.figures.canvas import image_overlay_spec  # noqa: E402
 from core.figures.images import class_probability_bars, figure2_strip, image_with_grid  # noqa: E402
@@ -31,6 +32,7 @@ from core.model.checkpoint import ModelCard  # noqa: E402
 from core.model.config import ConfigError  # noqa: E402
 from core.serving.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES, ImageBusyError,  # noqa: E402
                                    ImageInputError, LoadedImage, load_image)
+from pages.ui.drawing import drawing_canvas, drop_drawing_link, start_drawing  # noqa: E402
 from pages.ui.heatmap import heatmap  # noqa: E402
 from pages.ui.models import (IMAGE_PRETRAINED, OPENED, PICK_NEXT, get_model, is_pretrained, model_cards,  # noqa: E402
                              model_from_link, model_label, models_dir, open_linked_model, open_pretrained_model)
@@ -136,15 +138,18 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     return card
 
 
-def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None]:
-    """The input widgets. Returns (uint8 [32, 32, 3] image or None, a description, the true label if known)."""
+def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None, DeltaGenerator | None]:
+    """The input widgets. Returns (uint8 [32, 32, 3] image or None, a description, the true label if known, a place
+    beside the input for the model's verdict, or None)."""
     source = st.segmented_control("Image", list(SOURCES), default="sample", key="source", bind=BIND, required=True,
                                   help="sample: " + SOURCES["sample"] + " (held out from training); upload: "
                                        "a PNG or JPEG of your own; draw: paint one on a grid.")
     source = source if source in SOURCES else "sample"
     size = card.config.image_size
+    if source != "draw":
+        drop_drawing_link()
     if source == "sample":
-        return choose_sample(card)
+        return *choose_sample(card), None
     if source == "upload":
         uploaded = st.file_uploader(
             "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
@@ -152,19 +157,20 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None]:
             help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB and {MAX_PIXELS / 1e6:.1f} megapixels (a JPEG "
                  f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square and shrunk to {size}×{size} "
                  f"pixels, the size the model reads.")
+        st.caption("A link to this page cannot carry the uploaded file: whoever opens it uploads the image again.")
         if uploaded is None:
             st.info("Choose an image file above. " + (
                 "The bundled models were trained on one simple shape (circle, square, triangle, cross, ring, bar) or "
                 "none (\"nothing\"), on plain, cluttered or drawn backgrounds, so photos will mostly confuse them."
                 if not is_pretrained(card) else f"{card.name} reads {size}×{size} photos."), icon="🖼️")
-            return None, "", None
+            return None, "", None, None
         loaded = read_upload(uploaded.getvalue(), size)
         if isinstance(loaded, str):
             st.error(f"**Can't use this file:** {loaded}", icon="⚠️")
-            return None, "", None
+            return None, "", None, None
         if loaded.notes:
             st.info("Converted for the model: " + "; ".join(loaded.notes) + ".", icon="ℹ️")
-        return loaded.array, f"upload “{literal(uploaded.name)}”", None
+        return loaded.array, f"upload “{literal(uploaded.name)}”", None, None
     return drawing()
 
 
@@ -192,28 +198,43 @@ def choose_sample(card: ModelCard) -> tuple[np.ndarray, str, int]:
     return images[index], f"held-out sample #{index} ({CLASSES[labels[index]]})", int(labels[index])
 
 
-def drawing() -> tuple[np.ndarray, str, None]:
-    """A 16 x 16 grid of tick boxes to draw on (works offline; no canvas component needed)."""
+def drawing() -> tuple[np.ndarray, str, None, DeltaGenerator]:
+    """A drawing on the grid the model's image is made from (DRAW_CELLS cells a side, each 2 x 2 pixels): the canvas
+    of pages/ui/drawing.py, in the URL as `drawing`; beside it, a place for the verdict (seen while drawing)."""
     col_start, col_ink, col_background = st.columns([2, 1, 1])
     with col_start:
-        start = st.selectbox("Start from", ["blank", *SHAPES], key="start", bind=BIND,
-                             help="A blank grid, or that shape drawn in the middle of the grid.")
+        start = st.selectbox("Start from", ["blank", *SHAPES], key="start", bind=BIND, on_change=_start_over,
+                             help="A blank grid, or that shape drawn in the middle of the grid. Choosing one "
+                                  "replaces the drawing (Undo brings it back).")
     with col_ink:
         ink = st.color_picker("Ink", "#F0F0F0", key="ink", bind=BIND)
     with col_background:
         background = st.color_picker("Background", "#202020", key="background", bind=BIND)
-    start = start if start in SHAPES else "blank"
-    cells = template_cells(CLASSES.index(start) if start in SHAPES else NOTHING)
-    frame = pd.DataFrame(cells, columns=[str(c) for c in range(DRAW_CELLS)])
-    st.caption("Tick cells to paint them (each cell is 2×2 pixels of the 32×32 image). Changing *Start from* "
-               "starts a new drawing.")
-    edited = st.data_editor(frame, key=f"drawing_{start}", hide_index=True, row_height=30,
-                            height=30 * (DRAW_CELLS + 1) + 3, width=DRAW_CELLS * 44 + 2,
-                            column_config={str(c): st.column_config.CheckboxColumn(" ", width=44)
-                                           for c in range(DRAW_CELLS)})
-    grid = np.asarray(edited, dtype=bool)
-    image = mask_grid(grid, 32, ink=_rgb(ink), background=_rgb(background))
-    return image, f"a drawing ({int(grid.sum())} cells painted)", None
+    pixels = IMAGE_SIZE // DRAW_CELLS
+    st.caption(f"Draw with the mouse, a finger or a pen: each cell is {pixels}×{pixels} pixels of the "
+               f"{IMAGE_SIZE}×{IMAGE_SIZE} image. The model reads the drawing when a stroke ends; the link to this "
+               "page carries it.")
+    ink, background = _rgb(ink), _rgb(background)
+    col_canvas, col_verdict = st.columns([2, 1], gap="large")
+    with col_canvas:
+        grid = drawing_canvas(DRAW_CELLS, _template(start), _css(ink), _css(background))
+    image = mask_grid(grid, IMAGE_SIZE, ink=ink, background=background)
+    return image, f"a drawing ({int(grid.sum())} cells painted)", None, col_verdict.empty()
+
+
+def _template(start: str | None) -> np.ndarray:
+    """The drawing "Start from" offers: a shape in the middle, or a blank grid."""
+    return template_cells(CLASSES.index(start) if start in SHAPES else NOTHING)
+
+
+def _start_over() -> None:
+    """Callback: a new "Start from" replaces the drawing."""
+    start_drawing(_template(st.session_state.get("start")))
+
+
+def _css(rgb: tuple[int, int, int]) -> str:
+    """A colour as the canvas's #rrggbb: the one the model's image has, whatever the picker was given."""
+    return "#" + "".join(f"{value:02x}" for value in rgb)
 
 
 def _rgb(colour: str | None) -> tuple[int, int, int]:
@@ -347,6 +368,25 @@ def readout_and_patch(run: ImageRecording, chosen: int, token_n: int, notation: 
         st.caption("The chosen patch is outlined. Change the layer and head above, or the patch in figure 2 above.")
 
 
+def verdict(model_name: str, run: ImageRecording, true_label: int | None) -> str:
+    """What the model says of the image, as markdown: its class and that class's probability, and whether it is right
+    when the true class is known."""
+    right = ""
+    if true_label is not None:
+        right = " ✓ correct" if run.predicted == true_label else f" ✗ (it is a {CLASSES[true_label]})"
+    return f"**{model_name}** says **{run.predicted_class}** ({run.probabilities[run.predicted]:.1%}){right}"
+
+
+def drawing_verdict(slot: DeltaGenerator, model_name: str, run: ImageRecording) -> None:
+    """Beside the canvas, so a stroke's effect is seen without scrolling: the verdict and the next likeliest
+    classes."""
+    order = np.argsort(run.probabilities)[::-1]
+    with slot.container():
+        st.markdown("**Prediction**  \n" + verdict(model_name, run, None))
+        st.caption("Next: " + ", ".join(f"{run.classes[i]} {run.probabilities[i]:.1%}" for i in order[1:3])
+                   + ". The bars, the patches and the attention are below.")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The page
 # ---------------------------------------------------------------------------------------------------------
@@ -360,7 +400,7 @@ card = image_model_picker(cards)
 open_pretrained_model(IMAGE_PRETRAINED)
 notation = notation_switch()
 
-image, described, true_label = choose_image(card)
+image, described, true_label, verdict_slot = choose_image(card)
 if is_pretrained(card):  # our samples' labels are not among its classes
     true_label = None
 model_name, pe, notes = encoding_toggle(card, cards)
@@ -373,6 +413,8 @@ run = run_image(model_name, image, pe, str(models_dir()))
 if isinstance(run, str):
     show_input_error(run)
     st.stop()
+if verdict_slot is not None:
+    drawing_verdict(verdict_slot, model_name, run)
 model, _ = get_model(model_name, str(models_dir()))
 rec = run.recording
 cfg = rec.config
@@ -387,11 +429,7 @@ choices = list(range(first, first + n_patches))
 col_image, col_prediction = st.columns([1, 1], gap="large")
 with col_prediction:
     st.subheader("Prediction")
-    verdict = ""
-    if true_label is not None:
-        verdict = " ✓ correct" if run.predicted == true_label else f" ✗ (it is a {CLASSES[true_label]})"
-    st.markdown(f"**{model_name}** says **{run.predicted_class}** ({run.probabilities[run.predicted]:.1%})"
-                f"{verdict}")
+    st.markdown(verdict(model_name, run, true_label))
     plotly_chart(class_probability_bars(run.probabilities, run.classes, true_label), key="probability_chart",
                     config=NO_BAR)
     readout = ("the CLS token x₀ after the last block" if cfg.uses_cls

@@ -72,8 +72,9 @@ CHART_TYPES = ("plotly_chart", "bidi_component")  # plotly, and the canvas heatm
 
 
 def charts(at: AppTest) -> list:
-    """The charts drawn, in page order: plotly charts and canvas heatmaps."""
-    return [element for element in at._tree if element.type in CHART_TYPES]
+    """The charts drawn, in page order: plotly charts and canvas heatmaps (not the image page's drawing canvas)."""
+    return [element for element in at._tree if element.type in CHART_TYPES
+            and getattr(element.proto, "component_name", "") != "attention_lab.drawing"]
 
 
 def drawn(at: AppTest, key: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,11 @@ from streamlit.testing.v1 import AppTest
 from upload_files import encode, flat_png, header_only_png, many_frame_gif
 from vision_models import write_tiny_vits
 
-from core.data.images import (CLASSES, HELDOUT_SEED, SHAPES, TEST_SETS, generate_dataset, generate_test_set,
-                              template_cells)
-from core.model.checkpoint import update_metrics
+from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, SHAPES, TEST_SETS, generate_dataset, generate_test_set,
+                              mask_grid, template_cells)
+from core.lessons.vision import record_image
+from core.model.checkpoint import load_checkpoint, update_metrics
+from core.serving.drawing_link import decode_drawing, encode_drawing
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "image_lab.py")
@@ -154,22 +157,76 @@ def test_a_sample_of_each_test_set_with_the_models_accuracy_on_it_from_its_card(
     assert f"classifies {(TEST_SETS.index(test_set) + 1) / 10:.0%} of this set's 500 images right" in shown
 
 
+def canvas(at: AppTest) -> dict:
+    """What the page gives the drawing canvas (pages/ui/drawing.py): its drawing as a link value, colours, side."""
+    [element] = [e for e in at.get("bidi_component") if e.proto.component_name == "attention_lab.drawing"]
+    return json.loads(element.proto.json)
+
+
+def predictions(at: AppTest) -> list[str]:
+    """The model's verdicts on the page (a drawing's is also beside the canvas)."""
+    return [m.value for m in at.markdown if " says " in m.value]
+
+
 def test_the_drawing_templates_are_centred_shapes_and_start_blank(app):
     at = app(source="draw", start="triangle")
     ok(at)
-    np.testing.assert_array_equal(np.asarray(at.data_editor[0].value, dtype=bool),
+    np.testing.assert_array_equal(decode_drawing(canvas(at)["cells"], DRAW_CELLS),
                                   template_cells(CLASSES.index("triangle")))
+    assert at.query_params["drawing"] == canvas(at)["cells"]
     assert at.selectbox(key="start").options == ["blank", *SHAPES]
 
 
 def test_drawing(app):
     at = app(source="draw", start="cross")
     ok(at)
-    assert len(at.data_editor) == 1 and len(charts(at)) == N_CHARTS
-    assert "a drawing (" in text_of(at)
-    at.selectbox(key="start").set_value("blank").run()
+    assert len(charts(at)) == N_CHARTS and canvas(at)
+    assert f"a drawing ({template_cells(CLASSES.index('cross')).sum()} cells painted)" in text_of(at)
+    at.selectbox(key="start").set_value("blank").run()  # a new start replaces the drawing
     ok(at)
     assert "a drawing (0 cells painted)" in text_of(at)
+    assert canvas(at)["cells"] == at.query_params["drawing"] == "A" * 43
+    at.segmented_control(key="source").set_value("sample").run()  # the drawing leaves the link with the canvas
+    ok(at)
+    assert "drawing" not in at.query_params
+
+
+def test_a_drawing_link_reopens_the_drawing_and_its_prediction(app, models_dir):
+    """The link's drawing, not the start's template, is on the canvas and is what the model reads: the page's
+    verdict is the model's on that image (the same tiny model run here)."""
+    grid = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
+    grid[2:14, 7:9] = True  # a bar
+    value = encode_drawing(grid)
+    at = app(source="draw", start="cross", drawing=value, ink="#FF0000", background="#0000FF")
+    ok(at)
+    assert canvas(at) == {"cells": value, "reset": 0, "side": DRAW_CELLS, "ink": "#ff0000", "background": "#0000ff"}
+    assert at.query_params["drawing"] == value
+    assert "a drawing (24 cells painted)" in text_of(at)
+    model, _ = load_checkpoint(models_dir / "vit-learned.json")
+    run = record_image(model, mask_grid(grid, 32, ink=(255, 0, 0), background=(0, 0, 255)))
+    said = f"**vit-learned** says **{run.predicted_class}** ({run.probabilities[run.predicted]:.1%})"
+    assert predictions(at) == ["**Prediction**  \n" + said, said]  # beside the canvas, and in *Prediction*
+    second, third = np.argsort(run.probabilities)[::-1][1:3]
+    assert (f"Next: {run.classes[second]} {run.probabilities[second]:.1%}, {run.classes[third]} "
+            f"{run.probabilities[third]:.1%}.") in text_of(at)
+
+
+@pytest.mark.parametrize("value", ["x" * 5000, "A" * 42, "A" * 42 + "B", "<b>hi</b>" + "A" * 34,
+                                   "A" * 41 + "=="])
+def test_a_bad_drawing_link_gives_a_note_and_a_blank_grid(app, value):
+    at = app(source="draw", start="cross", drawing=value)
+    ok(at)
+    [warning] = at.warning
+    assert warning.value.startswith("This link's drawing can't be read (") and "starts blank" in warning.value
+    assert value not in warning.value
+    assert canvas(at)["cells"] == at.query_params["drawing"] == "A" * 43
+    assert "a drawing (0 cells painted)" in text_of(at)
+
+
+def test_an_upload_says_a_link_cannot_carry_it(app):
+    at = app(source="upload")
+    ok(at)
+    assert any("cannot carry the uploaded file" in c.value for c in at.caption)
 
 
 def test_no_image_model_yet(tmp_path, monkeypatch):

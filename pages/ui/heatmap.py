@@ -32,16 +32,17 @@ def serve_web() -> str:
     return components.declare_component("web", path=str(WEB)).name
 
 
-def loader_js() -> str:
-    """The component's inline JS: import heatmap.js from where the server serves assets/web (under the app's base
-    URL path; the file's hash in the query, so a browser never runs an old copy), then draw with it."""
+def loader_js(asset: Path = ASSET) -> str:
+    """A component's inline JS: import `asset` (a module of assets/web) from where the server serves that folder
+    (under the app's base URL path; the file's hash in the query, so a browser never runs an old copy), then draw
+    with it."""
     served = serve_web()
     base = st.get_option("server.baseUrlPath").strip("/")
-    version = hashlib.sha256(ASSET.read_bytes()).hexdigest()[:12]
-    url = f"{'/' + base if base else ''}/component/{served}/{ASSET.name}?v={version}"
+    version = hashlib.sha256(asset.read_bytes()).hexdigest()[:12]
+    url = f"{'/' + base if base else ''}/component/{served}/{asset.name}?v={version}"
     # the inline module runs from a blob: URL, against which a path does not resolve: the page's origin does
-    return (f"const heatmap = import(new URL({json.dumps(url)}, window.location.origin).href);\n"
-            "export default function (component) { return heatmap.then(module => module.default(component)); }\n")
+    return (f"const loaded = import(new URL({json.dumps(url)}, window.location.origin).href);\n"
+            "export default function (component) { return loaded.then(module => module.default(component)); }\n")
 
 
 _component = st.components.v2.component("attention_lab.heatmap", js=loader_js(), isolate_styles=False)
