@@ -30,6 +30,7 @@ from core.model.transformer import Transformer  # noqa: E402
 from pages.ui.heatmap import heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
+from pages.ui.presentation import font_scale  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.store import Setting, get_recording, recorder, shared_result  # noqa: E402
 from pages.ui.text_input import token_choices, unknown_warning  # noqa: E402
@@ -202,8 +203,8 @@ subject = subject_picker(tokens, unknown, contrast_tokens)
 attention = lesson.attention_on(base, chosen.position, subject)
 col_grid, col_note = st.columns([1.4, 1], gap="large")
 with col_grid:
-    clickable(head_grid(attention, f"weight on token {subject}", chosen=st.session_state.get("intervene")),
-              "attention_grid")
+    clickable(head_grid(attention, f"weight on token {subject}", chosen=st.session_state.get("intervene"),
+                        font_scale=font_scale()), "attention_grid")
 with col_note:
     st.caption(f"Each cell: how much that head's query at token {chosen.position} "
                f"({literal(tokens[chosen.position])}) reads token {subject} ({literal(tokens[subject])}), its "
@@ -243,7 +244,8 @@ else:
         moved = np.abs(after.patterns() - base.patterns()).max(axis=(2, 3))  # [M, H]
         col_moved, col_pattern = st.columns([1, 1.4], gap="large")
         with col_moved:
-            clickable(head_grid(moved, "largest change of a weight", chosen=picked), "moved_grid")
+            clickable(head_grid(moved, "largest change of a weight", chosen=picked, font_scale=font_scale()),
+                      "moved_grid")
             st.caption(f"How far each head's pattern moved (the largest change of any weight). Heads before "
                        f"L{Head.parse(picked).layer} cannot move: they run before the change.")
         with col_pattern:
@@ -262,13 +264,14 @@ if until_revealed("predict_head", "Each head's measured effect"):
     a, b = literal(chosen.target), literal(chosen.other)
     col_effect, col_scatter = st.columns([1, 1.3], gap="large")
     with col_effect:
-        clickable(head_grid(effects, f"Δ ℓ({chosen.target}) − ℓ({chosen.other})", diverging=True, chosen=picked),
-                  "effect_grid")
+        clickable(head_grid(effects, f"Δ ℓ({chosen.target}) − ℓ({chosen.other})", diverging=True, chosen=picked,
+                            font_scale=font_scale()), "effect_grid")
         st.caption(f"Each cell: how ℓ({a}) − ℓ({b}) moves when that head alone is {CHANGES[change].split(' (')[0]} "
                    "(one forward pass per head). Red lowers it: the head was pushing towards the first candidate.")
     with col_scatter:
         clickable(attention_effect_scatter(attention, effects, attention_title=f"weight on token {subject}",
-                                           effect_title="effect of changing the head", chosen=picked), "scatter")
+                                           effect_title="effect of changing the head", chosen=picked,
+                                           font_scale=font_scale()), "scatter")
         st.caption("Looking is not doing: a head can read the subject heavily and matter little, or read it hardly "
                    "at all and matter a lot (it may read a token that already carries the subject's number).")
     st.markdown("**Direct logit attribution** (TransformerLens's definition)")
@@ -279,11 +282,12 @@ if until_revealed("predict_head", "Each head's measured effect"):
         attribution = lesson.direct_logit_attribution(model, base, chosen)
         col_heads, col_parts = st.columns([1, 1.3], gap="large")
         with col_heads:
-            clickable(head_grid(attribution.heads, "direct attribution", diverging=True, chosen=picked), "dla_grid")
+            clickable(head_grid(attribution.heads, "direct attribution", diverging=True, chosen=picked,
+                                font_scale=font_scale()), "dla_grid")
         with col_parts:
             others = [label for label in attribution.labels if not label.startswith("L") or " " in label]
-            st.altair_chart(part_bars(others, [attribution.value(label) for label in others], "direct attribution"),
-                            width="content")
+            st.altair_chart(part_bars(others, [attribution.value(label) for label in others], "direct attribution",
+                                      font_scale=font_scale()), width="content")
         st.caption(f"What each part writes straight into ℓ({a}) − ℓ({b}): its output through the final TokenNorm with "
                    "that token's scale σ frozen at its value in this pass (so TokenNorm is linear), then the "
                    f"unembedding. The parts add up to the logit difference: {attribution.total:+.4f} against "

@@ -43,7 +43,8 @@ def font_sizes(node, in_font: bool = False) -> list[float]:
 
 
 def chart_fonts(at: AppTest) -> list[tuple[float, float]]:
-    """Per plotly chart: (smallest font size, height); per canvas heatmap: (font scale, 0)."""
+    """Per plotly chart: (smallest font size, height); per canvas heatmap: (font scale, 0); per Altair chart: (its
+    axes' label size, 0)."""
     fonts = []
     for chart in at.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
@@ -53,7 +54,19 @@ def chart_fonts(at: AppTest) -> list[tuple[float, float]]:
         fonts.append((min(sizes), layout.get("height") or 0))
     for component in at.get("bidi_component"):
         fonts.append((unpack(component.proto.bytes)["font_scale"], 0))
+    for chart in at.get("vega_lite_chart"):  # Altair: its smallest type set anywhere, Vega's own 11 px when none
+        fonts.append((min(vega_font_sizes(json.loads(chart.proto.spec)), default=11), 0))
     return fonts
+
+
+def vega_font_sizes(node) -> list[float]:
+    """Every font size a Vega-Lite spec sets: the values of its keys ending in "FontSize" or named "fontSize"."""
+    if isinstance(node, dict):
+        return [size for name, value in node.items() for size in (
+            [value] if name.lower().endswith("fontsize") and isinstance(value, (int, float)) else vega_font_sizes(value))]
+    if isinstance(node, list):
+        return [size for item in node for size in vega_font_sizes(item)]
+    return []
 
 
 @pytest.mark.parametrize("stem", [stem for stem, _ in pages_in_menu() if stem not in SLOW])
