@@ -302,7 +302,7 @@ def reveal_alignment(recording: Seq2SeqRecording, layer: int, head: int, step: i
 
 
 def alignment_options(source: SourceSentence) -> list[str]:
-    return [f"{s}: {w}" for s, w in enumerate(source_labels(source))]
+    return [f"{s}: {w}" for s, w in enumerate(source.words)]  # what the encoder reads: a radio's options are markdown
 
 
 def alignment_prompt(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard) -> None:

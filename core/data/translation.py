@@ -370,10 +370,8 @@ def read_source(text: str, max_len: int, vocab: Vocabularies | None = None) -> S
     if len(words) + 1 > max_len:
         raise TranslationInputError(f"the sentence has {len(words)} words (+ [EOS]) but the encoder reads at most "
                                     f"{max_len} tokens; shorten it")
-    if any(unknown):
-        outside = dict.fromkeys(token for token, flag in zip(encoded.tokens, unknown) if flag)
-        pair, problem = None, (f"{', '.join(map(repr, outside))} {'is' if len(outside) == 1 else 'are'} outside the "
-                               "grammar's vocabulary")
+    if any(unknown):  # `shown` and `unknown` name them
+        pair, problem = None, f"{sum(unknown)} of its words are outside the grammar's vocabulary, read as [UNK]"
     else:
         try:
             pair, problem = translate(words), None
