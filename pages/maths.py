@@ -1,4 +1,5 @@
-"""The maths, step by step: one layer of a text model (bundled, a saved run, or the user's own pretrained one) recomputed in the seed paper's notation (seed 001 §2).
+"""The maths, step by step: one layer of a text model (bundled, a saved run, or the user's own pretrained one)
+recomputed in the seed paper's notation (seed 001 §2).
 
 X is D×N (tokens across), A_h is N×N normalised over its columns, MHSA = Σ_h V_h X A_h. Every number shown is
 recomputed by core/lessons/maths.py from the previous step and the model's weights, and checked against the recording.
@@ -108,7 +109,8 @@ def summary_frame(maths: LayerMaths, head: int) -> pd.DataFrame:
 
 st.title("The maths, step by step")
 st.caption("One head of one layer, computed in the notation of the seed paper (Turner, *An Introduction to "
-           "Transformers*, §2) with the live numbers of the sidebar's model on your text. **Paper layout:** X is D×N, "
+           "Transformers*, §2) with the live numbers of the sidebar's model on your text. **Paper layout:** X is "
+           "D×N, "
            "one column per token; the attention matrix A_h is N×N with A_h[n′, n] the weight query n gives key n′, "
            "so **each column sums to 1** and Y = X A (eq. 2). The other pages' common layout is the transpose.")
 _, card = any_text_model_picker()

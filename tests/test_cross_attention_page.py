@@ -188,8 +188,8 @@ def test_the_page_lists_the_words_it_knows_and_generates_sentences_of_them(app):
 def test_unknown_words_are_read_as_unk_flagged_as_on_the_explorer_and_shown_literally(app):
     at = reveal_all(app().text_input(key="source").set_value("the old zebra runs .").run())
     ok(at)
-    assert at.warning[0].value == ("1 token(s) are not in the model's vocabulary and are read as [UNK] (marked ⟨…⟩?): "
-                                   "zebra")  # the text explorer's words (pages/ui/text_input.py)
+    assert at.warning[0].value == ("1 token(s) are not in the model's vocabulary and are read as [UNK] "
+                                   "(marked ⟨…⟩?): zebra")  # the text explorer's words (pages/ui/text_input.py)
     assert "**English:** `the` `old` ⟨zebra⟩? `runs`" in text(at)
     assert "(1 of its words are outside the grammar's vocabulary, read as [UNK])" in as_shown(at.info[0].value)
     assert len(charts(at)) == 3  # free generation's cross and decoder attention, the encoder's

@@ -160,9 +160,9 @@ def _forget_own_model() -> None:
 
 
 def bundled_model_picker(why: str) -> ModelCard:
-    """The picker of a page that reads only our own models (bundled ones and saved runs). When the class chose its own
-    pretrained model on another page, a note under the picker says why this page cannot run it (`why`: “because …”)
-    and that it stays chosen there (any_text_model_picker picks it again)."""
+    """The picker of a page that reads only our own models (bundled ones and saved runs). When the class chose its
+    own pretrained model on another page, a note under the picker says why this page cannot run it (`why`: the
+    words after “because”) and that it stays chosen there (any_text_model_picker picks it again)."""
     card = model_picker(text_cards())
     own = st.session_state.get(OWN_MODEL)
     if own is not None:

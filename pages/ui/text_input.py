@@ -76,7 +76,8 @@ def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
 
 
 def warn_unknown(tokens: Sequence[str], unknown: Sequence[bool]) -> bool:
-    """The warning naming the tokens a model reads as [UNK] (marked ⟨…⟩? on its charts), if any: whether there were."""
+    """The warning naming the tokens a model reads as [UNK] (marked ⟨…⟩? on its charts), if any; whether any
+    were."""
     from core.figures.attention import plain_token_labels  # figures import plotly: only pages that draw pay
 
     if any(unknown):
