@@ -191,7 +191,7 @@ def test_unknown_words_are_read_as_unk_flagged_as_on_the_explorer_and_shown_lite
     assert at.warning[0].value == ("1 token(s) are not in the model's vocabulary and are read as [UNK] "
                                    "(marked ⟨…⟩?): zebra")  # the text explorer's words (pages/ui/text_input.py)
     assert "**English:** `the` `old` ⟨zebra⟩? `runs`" in text(at)
-    assert "(1 of its words are outside the grammar's vocabulary, read as [UNK])" in as_shown(at.info[0].value)
+    assert "(1 of its words is outside the grammar's vocabulary, read as [UNK])" in as_shown(at.info[0].value)
     assert len(charts(at)) == 3  # free generation's cross and decoder attention, the encoder's
     assert figure(charts(at)[0])["layout"]["xaxis"]["ticktext"][2] == "2: ⟨zebra⟩?"
     assert "zebra" not in known_words(at) and "runs" in known_words(at)

@@ -292,7 +292,7 @@ def test_read_source_refuses_what_the_encoder_cannot_read_and_reads_unknown_word
     assert zebra.words == ("the", "[UNK]", "runs", ".", "[EOS]") and zebra.ids[1] == vocabularies().source.unk_id
     assert zebra.shown == ("the", "Zebra", "runs", ".", "[EOS]") and zebra.unknown == (False, True, False, False, False)
     assert zebra.pair is None
-    assert zebra.not_in_grammar == "1 of its words are outside the grammar's vocabulary, read as [UNK]"
+    assert zebra.not_in_grammar == "1 of its words is outside the grammar's vocabulary, read as [UNK]"
     symbols = read_source("3 | 3", 24)  # the algorithmic tasks' symbols: the app's tokenizer has them, the encoder not
     assert symbols.words == ("[UNK]",) * 3 + ("[EOS]",) and symbols.not_in_grammar.startswith("3 of its words")
     with pytest.raises(TranslationInputError, match="at most 24 tokens"):

@@ -371,7 +371,9 @@ def read_source(text: str, max_len: int, vocab: Vocabularies | None = None) -> S
         raise TranslationInputError(f"the sentence has {len(words)} words (+ [EOS]) but the encoder reads at most "
                                     f"{max_len} tokens; shorten it")
     if any(unknown):  # `shown` and `unknown` name them
-        pair, problem = None, f"{sum(unknown)} of its words are outside the grammar's vocabulary, read as [UNK]"
+        count = sum(unknown)
+        pair, problem = None, (f"{count} of its words {'is' if count == 1 else 'are'} outside the grammar's "
+                               "vocabulary, read as [UNK]")
     else:
         try:
             pair, problem = translate(words), None
