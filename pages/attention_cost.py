@@ -1,5 +1,5 @@
 """Cost of attention: softmax attention vs linear attention (seed 003 §6.2), measured live on this machine, and the
-two compared on a bundled model's real queries, keys and values.
+two compared on a text model's real queries, keys and values (bundled, a saved run or the user's own pretrained one).
 
 All numbers come from core/lessons/linear_attention.py: the timings and tensor sizes are measured when the button is pressed
 (cached per setting), the comparison is computed on the recording.
@@ -25,7 +25,7 @@ from core.lessons.linear_attention import (METHODS, RUN_BUDGET, CostMeasurement,
 from core.lessons.predictions import closeness, confident_factor  # noqa: E402
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
-from pages.ui.models import model_picker, text_cards  # noqa: E402
+from pages.ui.models import any_text_model_picker  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
 from pages.ui.text_input import typed_text_recording  # noqa: E402
 from pages.ui.widgets import BIND, layer_head_picker, notation_switch  # noqa: E402
@@ -146,8 +146,7 @@ def comparison_section() -> None:
     st.header("Softmax vs linear attention on this model's real q, k, v")
     st.markdown("Take one head's recorded queries, keys (after RoPE when the model uses it) and values, and run "
                 "linear attention on them instead of the softmax the model was trained with.")
-    cards = text_cards()
-    card = model_picker(cards)
+    _, card = any_text_model_picker()
     notation = notation_switch()
     text, recording = typed_text_recording(card)
     cfg = recording.config

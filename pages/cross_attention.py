@@ -22,7 +22,7 @@ import streamlit as st  # noqa: E402
 from core.data import grammar  # noqa: E402
 from core.data.translation import (HELDOUT_SEED, SourceSentence, TranslationInputError, generate_pairs,  # noqa: E402
                                    check_source_length, read_source, vocabularies)
-from core.figures.attention import HEAD_COLORS  # noqa: E402
+from core.figures.attention import HEAD_COLORS, plain_token_labels  # noqa: E402
 from core.figures.seq2seq import cross_attention_heatmap, step_labels  # noqa: E402
 from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, TranslationRun,  # noqa: E402
                                 alignment_mass, list_seq2seq_cards, load_seq2seq, run_translation)
@@ -30,7 +30,7 @@ from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
-from pages.ui.text_input import known_words_expander  # noqa: E402
+from pages.ui.text_input import known_words_expander, warn_unknown  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, notation_switch  # noqa: E402
 
 DEFAULT_MODEL = "tailish"
@@ -42,6 +42,10 @@ EXAMPLES = {  # button label -> sentence
     "three adjectives (never trained on)": "the tiny old red key opened those heavy wooden doors .",
     "outside the grammar": "mary found the keys near the box .",
 }
+GRAMMAR_SHAPE = ("The generator's sentences are a subject (a determiner, adjectives and a noun; a name; he or she), "
+                 "sometimes followed by a prepositional phrase or a relative clause, then a verb with its object, "
+                 "*is/are/was/were* with an adjective, or a verb alone, then a full stop after a space: *the keys to "
+                 "the old cabinet are red .*")
 HELDOUT_SAMPLES = 500
 FREE_OPTIONS = ["yes, word for word", "no, it slips somewhere"]
 WRONG = f"background-color: {HEAD_COLORS[4]}55"  # Okabe-Ito orange, light: a word that differs from the reference
@@ -185,16 +189,23 @@ def words(ids) -> str:
 def summary(source: SourceSentence, run: TranslationRun) -> None:
     """The sentence and its reference; what the model writes comes with the free-generation prompt's reveal, or here
     when there is no reference (and so no prompt)."""
-    lines = [f"**English:** {' '.join(f'`{w}`' for w in source.words)}"]
+    shown = [literal(label) if unknown else f"`{label}`"  # a word read as [UNK] is the user's: shown literally
+             for label, unknown in zip(source_labels(source), source.unknown)]
+    lines = [f"**English:** {' '.join(shown)}"]
     if run.reference is not None:
         lines.append(f"**Tailish by the rules (the reference):** {words(run.reference)}")
     else:
         lines.append(generated_line(run))
     st.markdown("  \n".join(lines))
     if run.reference is None:
-        st.info(f"This is not a sentence of the generator's grammar ({source.not_in_grammar}), so there is no "
-                "reference translation: no teacher forcing and no true alignment, only what the model writes on its "
-                "own.", icon="ℹ️")
+        st.info(f"This is not a sentence of the generator's grammar ({literal(source.not_in_grammar)}), so there is "
+                "no reference translation: no teacher forcing and no true alignment, only what the model writes on "
+                f"its own. {GRAMMAR_SHAPE}", icon="ℹ️")
+
+
+def source_labels(source: SourceSentence) -> list[str]:
+    """The source tokens as typed, those read as [UNK] marked ⟨word⟩? as on every page."""
+    return plain_token_labels(source.shown, source.unknown)
 
 
 def generated_line(run: TranslationRun) -> str:
@@ -210,7 +221,7 @@ def free_prompt(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard) 
     if run.reference is not None:
         predict_then_reveal("predict_free", "Will free generation write the reference word for word on this "
                             "sentence?", FREE_OPTIONS, lambda prediction: reveal_free(run, prediction),
-                            about=f"{card.name}\n{' '.join(source.words)}")
+                            about=f"{card.name}\n{' '.join(source.shown)}")
 
 
 def hides_free_generation(run: TranslationRun) -> bool:
@@ -218,18 +229,19 @@ def hides_free_generation(run: TranslationRun) -> bool:
     return run.reference is not None and not revealed("predict_free")
 
 
-def cross_panel(recording: Seq2SeqRecording, layer: int, head: int, source_tokens, reads, writes, wrong,
+def cross_panel(recording: Seq2SeqRecording, layer: int, head: int, source: SourceSentence, reads, writes, wrong,
                 alignment, notation: str, title: str, key: str) -> None:
     pattern = recording.pattern("cross", layer)[head]
     steps = [("✗ " if bad else "") + label for bad, label in zip(wrong, step_labels(reads, writes))]
-    chart(cross_attention_heatmap(pattern, source_tokens, steps, alignment=alignment, notation=notation,
-                                  title=f"{title} · L{layer} H{head}"), key=key, filename=key)
+    chart(cross_attention_heatmap(pattern, source.shown, steps, alignment=alignment, unknown=source.unknown,
+                                  notation=notation, title=f"{title} · L{layer} H{head}"), key=key, filename=key,
+          zoom=False)  # zoom's buttons covered the title's end in a half-width column; the camera stays
     known = [(t, s) for t, s in enumerate(alignment or []) if s is not None]
     if known:
         mass = alignment_mass(pattern[[t for t, _ in known]], [s for _, s in known])
         st.caption(f"On this sentence head L{layer} H{head} puts **{mass:.0%}** of each step's attention on the "
                    f"true source word (mean over {len(known)} steps; uniform attention: "
-                   f"{1 / len(source_tokens):.0%}). ✗ marks a step whose word differs from the reference.")
+                   f"{1 / len(source.shown):.0%}). ✗ marks a step whose word differs from the reference.")
 
 
 def cross_section(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard, notation: str) -> tuple[int, int]:
@@ -250,12 +262,11 @@ def cross_section(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard
     if not until_revealed("predict_align", "The cross-attention of every step, with the true alignment"):
         return layer, head
     vocab = vocabularies()
-    source_tokens = list(source.words)
     steps = run.steps()
     free_reads = ["[BOS]", *vocab.target_tokens(run.generated[:-1])]
     free_writes = vocab.target_tokens(run.generated)
     if run.forced is None:
-        cross_panel(run.free, layer, head, source_tokens, free_reads, free_writes, [False] * len(free_writes),
+        cross_panel(run.free, layer, head, source, free_reads, free_writes, [False] * len(free_writes),
                     None, notation, "free generation", "cross_free")
         return layer, head
     alignment = [*source.pair.alignment, len(source.pair.source)]  # target [EOS] aligns to source [EOS]
@@ -263,14 +274,14 @@ def cross_section(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard
     col_forced, col_free = st.columns(2, gap="large")
     with col_forced:
         forced_writes = vocab.target_tokens([s.forced for s in steps if s.forced is not None])
-        cross_panel(run.forced, layer, head, source_tokens, ["[BOS]", *vocab.target_tokens(run.reference[:-1])],
+        cross_panel(run.forced, layer, head, source, ["[BOS]", *vocab.target_tokens(run.reference[:-1])],
                     forced_writes, [s.forced_wrong for s in steps], alignment if overlay else None, notation,
                     "teacher forcing: reads the reference", "cross_forced")
     with col_free:
         if not until_revealed("predict_free", "Cross-attention while the model reads its own words"):
             return layer, head
         free_alignment = [s if t < cut else None for t, s in enumerate(alignment)][:len(free_writes)]
-        cross_panel(run.free, layer, head, source_tokens, free_reads, free_writes,
+        cross_panel(run.free, layer, head, source, free_reads, free_writes,
                     [s.free_wrong for s in steps][:len(free_writes)], free_alignment if overlay else None, notation,
                     "free generation: reads its own words", "cross_free")
     return layer, head
@@ -291,7 +302,7 @@ def reveal_alignment(recording: Seq2SeqRecording, layer: int, head: int, step: i
 
 
 def alignment_options(source: SourceSentence) -> list[str]:
-    return [f"{s}: {w}" for s, w in enumerate(source.words)]
+    return [f"{s}: {w}" for s, w in enumerate(source.words)]  # what the encoder reads: a radio's options are markdown
 
 
 def alignment_prompt(source: SourceSentence, run: TranslationRun, card: Seq2SeqCard) -> None:
@@ -309,7 +320,7 @@ def alignment_prompt(source: SourceSentence, run: TranslationRun, card: Seq2SeqC
                          f"head L{layer} H{head} (the best-aligned head on held-out sentences) weigh most?",
         alignment_options(source),
         lambda prediction: reveal_alignment(recording, layer, head, step, source, prediction),
-        about=f"{card.name}\n{' '.join(source.words)}")
+        about=f"{card.name}\n{' '.join(source.shown)}")
 
 
 def comparison_section(run: TranslationRun) -> None:
@@ -387,9 +398,9 @@ def encoder_section(source: SourceSentence, run: TranslationRun, card: Seq2SeqCa
     layer, head = layer_head_pickers(card.config.n_encoder_layers, card.config.n_heads, (0, 0), "enc_", "Encoder")
     col_chart, _ = st.columns([3, 2])
     with col_chart:
-        head_chart(run.free.pattern("encoder", layer)[head], list(source.words),
-                   run.free.scores("encoder", layer)[head], notation=notation, title=f"encoder · L{layer} H{head}",
-                   key="encoder_chart", filename="encoder_self_attention")
+        head_chart(run.free.pattern("encoder", layer)[head], list(source.shown),
+                   run.free.scores("encoder", layer)[head], unknown=list(source.unknown), notation=notation,
+                   title=f"encoder · L{layer} H{head}", key="encoder_chart", filename="encoder_self_attention")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -411,6 +422,7 @@ if isinstance(result, str):
     show_input_error(result)
     st.stop()
 source, run = result
+warn_unknown(source.shown, source.unknown)
 summary(source, run)
 free_prompt(source, run, card)
 alignment_prompt(source, run, card)

@@ -32,8 +32,8 @@ from core.model import registry  # noqa: E402
 from core.model.config import ConfigError  # noqa: E402
 from core.training.live.runs import (RUNS, LiveRun, NotOwnerError, QuotaError, RunStateError,  # noqa: E402
                                      ServerBusyError, SessionBusyError, archive)
-from core.training.live.spec import (RECIPES, TASK_LABELS, TASKS, RunSpec, accuracy_guide, encodings_for,  # noqa: E402
-                                     masks_for, rate_curve)
+from core.training.live.spec import (DEFAULT_RECIPE, RECIPES, TASK_LABELS, TASKS, RunSpec,  # noqa: E402
+                                     accuracy_guide, encodings_for, masks_for, rate_curve)
 from core.training.live.worker import PATTERN_THRESHOLD, RunView, Snapshot  # noqa: E402
 from core.training.train import SCHEDULES, noam_peak  # noqa: E402
 from pages.ui.browser import browser_id  # noqa: E402
@@ -45,7 +45,7 @@ from pages.ui.safety import literal  # noqa: E402
 from pages.ui.widgets import BIND, notation_switch  # noqa: E402
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
-DEFAULT = RunSpec()
+DEFAULT = RunSpec(**RECIPES[DEFAULT_RECIPE])  # the recipe picker's first
 LR_CHOICES = (1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2)
 CLIP_CHOICES = (0.0, 0.25, 0.5, 1.0, 2.0, 5.0)
 D_CHOICES = (16, 32, 64, 128)
@@ -61,6 +61,7 @@ KEYS = {"task": "tr_task", "n_layers": "tr_layers", "n_heads": "tr_heads", "d_mo
 WARMUP_OPTIONS = ["the same", "fall more slowly, stall or jump up", "fall faster"]  # the predictions
 STEP_OPTIONS = ["within 100 steps", "after 100 to 500 steps", "after more than 500 steps", "never"]
 STEP_BOUNDS = (100, 500)  # the steps STEP_OPTIONS split at
+SETUP_OPEN = "tr_setup_open"  # session state: a "Set up" button asked for the set-up panel, open until a run starts
 STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished", "stopped": "Stopped",
           "diverged": "Diverged", "failed": "Failed"}
 
@@ -133,7 +134,9 @@ def settings() -> RunSpec | str:
                                          "(seed 001 §2.3, figure 7).")
     with col_more:
         keep_valid(KEYS["pos_encoding"], encodings_for(task), DEFAULT.pos_encoding)
-        pe = st.selectbox("Position encoding", encodings_for(task), key=KEYS["pos_encoding"], bind=BIND)
+        encodings = encodings_for(task)
+        pe = st.selectbox("Position encoding", encodings, key=KEYS["pos_encoding"], bind=BIND,
+                          index=encodings.index(DEFAULT.pos_encoding) if DEFAULT.pos_encoding in encodings else 0)
         keep_valid(KEYS["mask"], masks_for(task), masks_for(task)[0])
         mask = st.selectbox("Mask", masks_for(task), key=KEYS["mask"], bind=BIND,
                             help="Text tasks predict the next token, so no token may see a later one; the image "
@@ -198,6 +201,7 @@ def start(spec: RunSpec) -> None:
         st.info(str(error), icon=":material/info:")
         return
     st.session_state["live_run"] = run.run_id
+    st.session_state.pop(SETUP_OPEN, None)  # folded while the run trains, as the first run's panel
     st.query_params["run"] = run.run_id
     st.rerun()
 
@@ -239,8 +243,9 @@ def result_note(view: RunView) -> None:
     if verdict == "learned":
         st.success(f"**Learned the task.** {line}", icon=":material/check_circle:")
     elif verdict == "partly":
-        st.warning(f"**Partly learned:** above the guessing level, short of {guide.learned:g}. {line} More steps, or "
-                   "another position encoding (try the recipe with relative positions), may finish the job.", icon=":material/trending_up:")
+        st.warning(f"**Partly learned:** above the guessing level, short of {guide.learned:g}. {line} More steps, "
+                   "another seed or relative positions (the default recipe's) may finish the job.",
+                   icon=":material/trending_up:")
     elif verdict == "not yet":
         st.warning(f"**Not learned:** still near the guessing level. {line}", icon=":material/trending_flat:")
     else:
@@ -447,7 +452,10 @@ def warmup_pair(views: list[RunView]) -> tuple[RunView, RunView] | None:
 
 
 def set_recipe(name: str) -> None:
+    """A "Set up" button: the recipe's settings, and the set-up panel open on its Start button (after a first run
+    the panel is folded)."""
     st.session_state["tr_recipe"] = name
+    st.session_state[SETUP_OPEN] = True
     apply_recipe()
 
 
@@ -456,7 +464,7 @@ def reveal_warmup(prediction: str | None) -> None:
     if pair is None:
         show_grade(prediction, None, "this is measured on your own runs, and they are not trained yet: train the "
                    "recipes **post-LN, no warm-up** and **post-LN, with warm-up** (set them up here, then press "
-                   "Start training), and your prediction is graded here when both have trained.")
+                   "**Start training** in the panel below), and your prediction is graded here when both have trained.")
         with st.container(horizontal=True):
             for recipe in ("post-LN, no warm-up", "post-LN, with warm-up"):
                 st.button(f"Set up: {recipe}", key=f"tr_setup_{recipe}", on_click=set_recipe, args=(recipe,),
@@ -537,7 +545,8 @@ predict_then_reveal("tr_predict_warmup", "A post-LN model (4 layers) trained at 
                     "warm-up**: what will its loss do, compared with the same model with a warm-up?", WARMUP_OPTIONS,
                     reveal_warmup)
 
-with st.expander("Set up a run", expanded=view is None, icon=":material/tune:"):
+with st.expander("Set up a run", expanded=view is None or st.session_state.get(SETUP_OPEN, False),
+                 icon=":material/tune:"):
     spec = settings()
     if isinstance(spec, str):
         st.error(f"**Can't train this:** {spec}", icon="⚠️")

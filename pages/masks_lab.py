@@ -36,7 +36,7 @@ from core.model.recording import Recording  # noqa: E402
 from core.model.run import TextInputError, encode_text, length_refusal, record_text, tokenizer  # noqa: E402
 from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
-from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
+from pages.ui.models import bundled_model_picker, get_model, models_dir  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.store import shared_result  # noqa: E402
@@ -343,7 +343,8 @@ def generation_section(card) -> None:
 # Page
 # ---------------------------------------------------------------------------------------------------------
 
-card = model_picker(text_cards())
+card = bundled_model_picker("its mask editor and its generation read the text with our word tokenizer (one cell, one "
+                            "step per word), and your model reads its own subword pieces")
 st.title("Masks & generation")
 st.markdown("A mask decides which keys each query may attend to: the allowed-matrix A is zero wherever the mask "
             "says no (seed 001 §4.1; seed 003 §6.1 on sparse patterns). Edit one, watch the model under it, then "

@@ -1,4 +1,5 @@
-"""The maths, step by step: one layer of a bundled text model recomputed in the seed paper's notation (seed 001 §2).
+"""The maths, step by step: one layer of a text model (bundled, a saved run, or the user's own pretrained one)
+recomputed in the seed paper's notation (seed 001 §2).
 
 X is D×N (tokens across), A_h is N×N normalised over its columns, MHSA = Σ_h V_h X A_h. Every number shown is
 recomputed by core/lessons/maths.py from the previous step and the model's weights, and checked against the recording.
@@ -25,7 +26,7 @@ from core.lessons.maths import GLOSSARY, GLOSSARY_COLUMNS, LayerMaths, Step, lay
 from core.lessons.predictions import closeness  # noqa: E402
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
-from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
+from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
 from pages.ui.safety import literal  # noqa: E402
 from pages.ui.store import Setting, get_recording  # noqa: E402
@@ -108,11 +109,11 @@ def summary_frame(maths: LayerMaths, head: int) -> pd.DataFrame:
 
 st.title("The maths, step by step")
 st.caption("One head of one layer, computed in the notation of the seed paper (Turner, *An Introduction to "
-           "Transformers*, §2) with the live numbers of a bundled model on your text. **Paper layout:** X is D×N, "
+           "Transformers*, §2) with the live numbers of the sidebar's model on your text. **Paper layout:** X is "
+           "D×N, "
            "one column per token; the attention matrix A_h is N×N with A_h[n′, n] the weight query n gives key n′, "
            "so **each column sums to 1** and Y = X A (eq. 2). The other pages' common layout is the transpose.")
-cards = text_cards()
-card = model_picker(cards)
+_, card = any_text_model_picker()
 text, recording = typed_text_recording(card)
 cfg = recording.config
 tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]

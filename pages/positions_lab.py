@@ -32,7 +32,7 @@ from core.model.positions import alibi_slopes  # noqa: E402
 from core.model.run import TextInputError, encode_text, length_refusal, tokenizer  # noqa: E402
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
-from pages.ui.models import get_model, model_picker, models_dir, text_cards  # noqa: E402
+from pages.ui.models import bundled_model_picker, get_model, models_dir, text_cards  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
 from pages.ui.safety import show_input_error  # noqa: E402
 from pages.ui.store import Setting, get_recording  # noqa: E402
@@ -358,7 +358,9 @@ def attention_past_the_length(models: dict, length: int) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 cards = text_cards()
-card = model_picker(cards)
+card = bundled_model_picker("it compares our models trained alike but for their position encoding (lm-learned, "
+                            "lm-rope, lm-alibi, …) and reads its examples with our word tokenizer, and your model "
+                            "reads its own subword pieces")
 model, _ = get_model(card.name, str(models_dir()))
 st.title("Position encodings")
 st.markdown("Attention scores each query against each key with q·k (seed 001 §3). A position encoding tells the "

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import charts, figure, shows
+from conftest import as_shown, charts, figure, shows
 from streamlit.testing.v1 import AppTest
 from tiny_models import write_tiny_seq2seq
 
@@ -159,9 +159,7 @@ def test_a_long_source_is_refused_before_it_is_read(app):  # issue 15: 8 MB took
 
 def test_bad_input_shows_an_error_not_an_exception(app):
     at = app()
-    for typed, message in [("", "empty"), ("   ", "empty"), ("the zebra runs .", "'zebra' is not in the grammar's "
-                                                                                   "vocabulary"),
-                           ("the dog runs . " * 8, "at most 24 tokens")]:
+    for typed, message in [("", "empty"), ("   ", "empty"), ("the dog runs . " * 8, "at most 24 tokens")]:
         at.text_input(key="source").set_value(typed).run()
         assert not at.exception
         assert at.error and literal(message) in at.error[0].value  # the message quotes the text: shown literally
@@ -187,15 +185,32 @@ def test_the_page_lists_the_words_it_knows_and_generates_sentences_of_them(app):
         assert set(sentence.split()) <= set(grammar.lexicon_words())
 
 
-def test_unknown_words_are_shown_literally_beside_the_words_it_knows(app):
-    at = app()
-    at.text_input(key="source").set_value("the [zebra](javascript:x) **runs** .").run()
-    assert not at.exception and len(at.error) == 1
-    message = at.error[0].value
-    assert "zebra" in message and "javascript" in message
-    assert "[zebra](" not in message and "\\[" in message and "**runs" not in message  # escaped, not obeyed
-    assert "grammar.py" not in message  # the words are listed on the page instead
+def test_unknown_words_are_read_as_unk_flagged_as_on_the_explorer_and_shown_literally(app):
+    at = reveal_all(app().text_input(key="source").set_value("the old zebra runs .").run())
+    ok(at)
+    assert at.warning[0].value == ("1 token(s) are not in the model's vocabulary and are read as [UNK] "
+                                   "(marked ⟨…⟩?): zebra")  # the text explorer's words (pages/ui/text_input.py)
+    assert "**English:** `the` `old` ⟨zebra⟩? `runs`" in text(at)
+    assert "(1 of its words is outside the grammar's vocabulary, read as [UNK])" in as_shown(at.info[0].value)
+    assert len(charts(at)) == 3  # free generation's cross and decoder attention, the encoder's
+    assert figure(charts(at)[0])["layout"]["xaxis"]["ticktext"][2] == "2: ⟨zebra⟩?"
     assert "zebra" not in known_words(at) and "runs" in known_words(at)
+    at.text_input(key="source").set_value("the [zebra](javascript:x) **runs** .").run()
+    assert not at.exception
+    shown = " ".join([at.warning[0].value, at.info[0].value, text(at)])
+    assert "zebra" in at.warning[0].value and "javascript" in at.warning[0].value
+    assert "[zebra](" not in shown and "**runs" not in shown  # escaped, not obeyed
+
+
+def test_the_readme_sentence_is_explained_and_its_grammatical_neighbour_translated(app):
+    at = reveal_all(app().text_input(key="source").set_value("the keys to the old cabinet are on the table .").run())
+    ok(at)
+    info = as_shown(at.info[0].value)
+    assert "expected an adjective after the copula after 'the keys to the old cabinet are', found 'on'" in info
+    assert "*is/are/was/were* with an adjective" in info and "*the keys to the old cabinet are red .*" in info
+    at = reveal_all(at.text_input(key="source").set_value("the keys to the old cabinet are red .").run())
+    ok(at)
+    assert "`key` `-i` `ka` `cabinet` `old` `ka` `to` `red` `es` `.` `[EOS]`" in text(at)
 
 
 def test_the_url_sets_every_picker(app):

@@ -8,9 +8,10 @@ import io
 
 import numpy as np
 import pytest
-from conftest import PAGES, figures, ok
+from conftest import PAGES, ROOT, figures, ok
 from PIL import Image
 from pretrained_models import cache_model, save_bert
+from streamlit.testing.v1 import AppTest
 
 import pages.ui.store as store
 from core.model import pretrained
@@ -162,3 +163,44 @@ def test_an_upload_is_decoded_at_the_size_the_pretrained_vit_reads(app):
     ok(at)
     captions = " ".join(c.value for c in at.caption)
     assert "16×16 pixels cut into 16 patches" in captions and "scaled from" not in captions  # decoded at 16
+
+
+@pytest.mark.parametrize("model", [GPT2, BERT])
+def test_the_maths_and_cost_pages_run_your_own_model(app, model):
+    """core/lessons/maths.py writes a pretrained model's biases into each formula and checks every step against its
+    recording; the cost page's comparison reads any recording's queries, keys and values."""
+    at = app(str(PAGES / "maths.py"), model=model, maths_step="all steps")
+    ok(at)
+    assert at.selectbox(key="model").value == model
+    assert "to at most **" in at.success[0].value  # every step checked against the recording
+    at = app(str(PAGES / "attention_cost.py"), model=model)
+    at.button(key="predict_same__reveal").click().run()
+    ok(at)
+    assert at.selectbox(key="model").value == model
+    assert at.metric[0].label == "‖linear − softmax‖ / ‖softmax‖"
+
+
+def test_your_own_model_is_kept_while_a_page_that_needs_a_bundled_one_says_why(models_dir, monkeypatch):
+    """Every page's picker shares the key `model`: the masks, positions, image and encoder–decoder pages replace a
+    model they cannot read with their default. The page says why, and the explorer picks the user's model again."""
+    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.selectbox(key="model").set_value(GPT2).run()
+    for page, reason in (("masks_lab.py", "its mask editor and its generation read the text with our word "
+                                          "tokenizer"),
+                         ("positions_lab.py", "it compares our models trained alike but for their position encoding")):
+        at.switch_page(f"pages/{page}").run()
+        assert not at.exception, page
+        note = " ".join(i.value for i in at.sidebar.info).replace("\\", "")
+        assert "This page needs one of our bundled models** because " + reason in note, note
+        assert "'tiny-org/page-gpt2') stays chosen on the pages that read it" in note
+        assert at.selectbox(key="model").value == "lm-rope"
+        at.switch_page("pages/maths.py").run()  # a page that reads it picks it again
+        ok(at)
+        assert at.selectbox(key="model").value == GPT2
+    at.switch_page("pages/text_explorer.py").run()
+    at.selectbox(key="model").set_value("lm-rope").run()  # another model picked where the user's is listed: it holds
+    at.switch_page("pages/masks_lab.py").run()
+    assert not at.sidebar.info
+    at.switch_page("pages/text_explorer.py").run()
+    assert at.selectbox(key="model").value == "lm-rope"

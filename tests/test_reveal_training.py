@@ -85,3 +85,25 @@ def test_the_pattern_prompt_hides_when_it_formed_and_grades_the_run(new_page):
     last = run.view().snapshots[-1]
     assert grade(at) == (f"You said **never**; measured: in this run: the best head scores {last.best_score:.2f} "
                          f"after {last.step} steps (it counts at ≥ {worker.PATTERN_THRESHOLD}). **Right.**")
+
+
+def setup_panel_open(at: AppTest) -> bool:
+    return next(e for e in at.expander if e.label == "Set up a run").proto.expanded
+
+
+def test_a_set_up_button_opens_the_panel_with_start_after_a_first_run(new_page):
+    """The prompt says to set the second recipe up and press Start: after the first run the set-up panel was folded,
+    Start hidden inside it."""
+    at = new_page()
+    assert setup_panel_open(at)  # no run yet
+    reveal(at, "tr_predict_warmup", "the same")
+    train(at, "post-LN, no warm-up", 0)
+    assert not setup_panel_open(at)  # a run to watch: the panel folds
+    at.button(key="tr_setup_post-LN, with warm-up").click().run()
+    ok(at)
+    assert setup_panel_open(at) and at.number_input(key="tr_warmup").value == 300
+    assert not at.button(key="tr_start").disabled and "Start training** in the panel below" in grade(at)
+    tiny(at)
+    at.run()
+    start(at)
+    assert not setup_panel_open(at)  # the new run trains: folded again

@@ -14,7 +14,7 @@ import torch
 from core.data import translation
 from core.data.grammar import ADJECTIVES, COPULA_FORMS, NAMES, PAST_VERBS, PLURAL_NOUNS, PREPOSITIONS, SINGULAR_NOUNS
 from core.data.translation import (HELDOUT_SEED, TRAIN_SEED, NotInGrammarError, TranslationInputError, generate_pairs,
-                                   read_source, translate)
+                                   read_source, translate, vocabularies)
 from core.model.config import ConfigError
 from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, alignment_mass,
                                 list_seq2seq_cards, load_seq2seq, run_translation, save_seq2seq)
@@ -285,13 +285,16 @@ def test_parse_says_why_a_sentence_is_outside_the_grammar():
         translate("the dog runs . the cat runs .".split())
 
 
-def test_read_source_refuses_what_the_encoder_cannot_read():
+def test_read_source_refuses_what_the_encoder_cannot_read_and_reads_unknown_words_as_unk():
     with pytest.raises(TranslationInputError, match="empty"):
         read_source("  ", 24)
-    with pytest.raises(TranslationInputError, match="'zebra' is not in the grammar's vocabulary"):
-        read_source("the zebra runs .", 24)
-    with pytest.raises(TranslationInputError, match="'3', '|' are not"):
-        read_source("3 | 3", 24)
+    zebra = read_source("the Zebra runs .", 24)  # as the text explorer reads it: [UNK], flagged, shown as typed
+    assert zebra.words == ("the", "[UNK]", "runs", ".", "[EOS]") and zebra.ids[1] == vocabularies().source.unk_id
+    assert zebra.shown == ("the", "Zebra", "runs", ".", "[EOS]") and zebra.unknown == (False, True, False, False, False)
+    assert zebra.pair is None
+    assert zebra.not_in_grammar == "1 of its words is outside the grammar's vocabulary, read as [UNK]"
+    symbols = read_source("3 | 3", 24)  # the algorithmic tasks' symbols: the app's tokenizer has them, the encoder not
+    assert symbols.words == ("[UNK]",) * 3 + ("[EOS]",) and symbols.not_in_grammar.startswith("3 of its words")
     with pytest.raises(TranslationInputError, match="at most 24 tokens"):
         read_source("the dog runs . " * 6, 24)
     typed = read_source("The dog runs.", 24)

@@ -83,6 +83,9 @@ def test_the_page_opens_with_the_tiny_preset_and_its_schedule(new_page):
     at = new_page()
     assert at.title[0].value == "Live training"
     assert at.selectbox(key="tr_task").value == "reversal" and at.select_slider(key="tr_d").value == 32
+    # the first recipe's settings, the demo that learns its task (test_live.py): relative positions, 1000 steps
+    assert at.selectbox(key="tr_recipe").value == live_spec.DEFAULT_RECIPE
+    assert (at.selectbox(key="tr_pe").value, at.number_input(key="tr_steps").value) == ("relative", 1000)
     assert not at.button(key="tr_start").disabled
     assert charts(at), "no schedule preview"
     assert "Peak 0.003 at step 50" in texts(at)

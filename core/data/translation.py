@@ -34,7 +34,7 @@ from core.data import grammar
 from core.data.grammar import (ADJECTIVES, COPULA_FORMS, INTRANSITIVE_VERBS, NAMES, PAST_VERBS, PLURAL_NOUNS,
                                PREPOSITIONS, PRONOUNS, RELATIVIZER, SINGULAR_NOUNS, TRANSITIVE_FORMS, TRANSITIVE_VERBS,
                                Phrase)
-from core.tokenizers.words import EOS, SPECIAL_TOKENS, TextTokenizer
+from core.tokenizers.words import EOS, SPECIAL_TOKENS, UNK, TextTokenizer
 
 TRAIN_SEED = 0
 HELDOUT_SEED = 1
@@ -332,13 +332,16 @@ def vocabularies(target_path: Path = TARGET_TOKENIZER_PATH) -> Vocabularies:
 
 @dataclass(frozen=True)
 class SourceSentence:
-    """A typed sentence read for the model: its words (with [EOS] last), their ids, and the rules' translation,
-    or why there is none (a sentence outside the grammar, which the model can still try)."""
+    """A typed sentence read for the model: the words it reads ([UNK] for a word outside the grammar's, [EOS]
+    last), their ids, and the rules' translation, or why there is none (a sentence outside the grammar, which the
+    model can still try); `shown`: each token as typed, `unknown`: which ones it reads as [UNK]."""
 
     words: tuple[str, ...]
     ids: tuple[int, ...]
     pair: Pair | None
     not_in_grammar: str | None
+    shown: tuple[str, ...]
+    unknown: tuple[bool, ...]
 
 
 def check_source_length(text: str, max_len: int) -> None:
@@ -351,26 +354,30 @@ def check_source_length(text: str, max_len: int) -> None:
 
 def read_source(text: str, max_len: int, vocab: Vocabularies | None = None) -> SourceSentence:
     """Tokenize a typed English sentence; TranslationInputError when it is empty, longer than MAX_SOURCE_CHARS (before
-    it is tokenized: an 8 MB text took 4.7 s and listed every unknown word), has a word outside the grammar's
-    lexicon, or is longer than the encoder's ``max_len`` tokens (with [EOS])."""
+    it is tokenized: an 8 MB text took 4.7 s and listed every unknown word) or longer than the encoder's ``max_len``
+    tokens (with [EOS]). A word outside the grammar's lexicon is read as [UNK], as the text explorer reads it (also
+    the digits and symbols of the algorithmic tasks, which the app's tokenizer knows and the encoder never saw)."""
     vocab = vocab or vocabularies()
     check_source_length(text, max_len)
     encoded = vocab.source.encode(text or "", add_bos=False)
     if not encoded.ids:
         raise TranslationInputError("the sentence is empty: type an English sentence of the grammar, e.g. "
                                     "'the old dog sees two cats .'")
-    words = [vocab.source.id_to_token(i) for i in encoded.ids]
     known = source_words()
-    unknown = [shown for shown, word in zip(encoded.tokens, words) if word not in known]
-    if unknown:
-        listed = ", ".join(f"'{w}'" for w in dict.fromkeys(unknown))
-        raise TranslationInputError(f"{listed} {'is' if len(unknown) == 1 else 'are'} not in the grammar's "
-                                    "vocabulary: the encoder knows only the grammar's words")
+    words = [vocab.source.id_to_token(i) for i in encoded.ids]
+    unknown = [word not in known for word in words]
+    words = [UNK if flag else word for word, flag in zip(words, unknown)]
     if len(words) + 1 > max_len:
         raise TranslationInputError(f"the sentence has {len(words)} words (+ [EOS]) but the encoder reads at most "
                                     f"{max_len} tokens; shorten it")
-    try:
-        pair, problem = translate(words), None
-    except NotInGrammarError as error:
-        pair, problem = None, str(error)
-    return SourceSentence((*words, EOS), tuple(vocab.source_ids(words)), pair, problem)
+    if any(unknown):  # `shown` and `unknown` name them
+        count = sum(unknown)
+        pair, problem = None, (f"{count} of its words {'is' if count == 1 else 'are'} outside the grammar's "
+                               "vocabulary, read as [UNK]")
+    else:
+        try:
+            pair, problem = translate(words), None
+        except NotInGrammarError as error:
+            pair, problem = None, str(error)
+    return SourceSentence((*words, EOS), tuple(vocab.source_ids(words)), pair, problem, (*encoded.tokens, EOS),
+                          (*unknown, False))

@@ -26,11 +26,13 @@ def step_labels(reads: Sequence[str], writes: Sequence[str]) -> list[str]:
 
 
 def cross_attention_heatmap(pattern: np.ndarray, source: Sequence[str], steps: Sequence[str], *,
-                            alignment: Sequence[int | None] | None = None, notation: str = "common",
-                            title: str = "", height: int | None = None, width_px: int = 460) -> go.Figure:
+                            alignment: Sequence[int | None] | None = None, unknown: Sequence[bool] | None = None,
+                            notation: str = "common", title: str = "", height: int | None = None,
+                            width_px: int = 460) -> go.Figure:
     """One head's cross-attention [T(step), S(source)] as a heatmap, source tokens across and decoder steps
     (labelled by `steps`, e.g. from step_labels) down. `alignment`: per step the source index its target word
-    comes from (None where unknown), drawn as open squares over the cells it names. Hover: step, source, weight.
+    comes from (None where unknown), drawn as open squares over the cells it names; `unknown`: the source tokens
+    read as [UNK], marked ⟨word⟩? as on every page. Hover: step, source, weight.
     The height fits square cells in a chart about `width_px` wide (half the page's width)."""
     pattern = np.asarray(pattern)
     t_count, s_count = pattern.shape if pattern.ndim == 2 else (0, 0)
@@ -38,7 +40,7 @@ def cross_attention_heatmap(pattern: np.ndarray, source: Sequence[str], steps: S
         raise ValueError(f"pattern must be [T, S] with T = len(steps), S = len(source); got {pattern.shape}, "
                          f"{len(steps)} steps, {len(source)} source tokens")
     paper = notation == "paper"
-    source_labels = [f"{s}: {label}" for s, label in enumerate(token_labels(source))]
+    source_labels = [f"{s}: {label}" for s, label in enumerate(token_labels(source, unknown))]
     step_of = np.broadcast_to(np.array(steps, dtype=object)[:, None], (t_count, s_count))
     source_of = np.broadcast_to(np.array(source_labels, dtype=object)[None, :], (t_count, s_count))
     custom = np.stack([oriented(step_of, notation), oriented(source_of, notation)], axis=-1)

@@ -132,14 +132,44 @@ def open_linked_model() -> None:
     remember_opened(source)
 
 
+OWN_MODEL = "own_model"  # session state: the user's pretrained model last chosen on a page that reads it
+
+
 def any_text_model_picker() -> tuple[list[ModelCard], ModelCard]:
     """The picker of the pages that read any text recording: bundled models, saved runs and the user's pretrained
-    ones, with the "Your own model" box below it. (cards, the chosen card)."""
+    ones, with the "Your own model" box below it. (cards, the chosen card).
+
+    Every page's picker shares the URL key `model`, and one whose options lack the user's own model (a page that
+    needs a bundled one, the image or encoder–decoder page) replaces it with its default: the own model is kept
+    under OWN_MODEL and chosen again here, until the class picks another model on a page that reads any."""
     open_linked_model()
     cards = text_cards(pretrained=True)
-    card = model_picker(cards)
+    own = st.session_state.get(OWN_MODEL)
+    if own in {card.name for card in cards}:
+        st.session_state["model"] = own
+    card = model_picker(cards, on_change=_forget_own_model)
+    if is_pretrained(card):
+        st.session_state[OWN_MODEL] = card.name
     open_pretrained_model()
     return cards, card
+
+
+def _forget_own_model() -> None:
+    """The class picked another model in a picker that lists its own: that choice holds from now on."""
+    st.session_state.pop(OWN_MODEL, None)
+
+
+def bundled_model_picker(why: str) -> ModelCard:
+    """The picker of a page that reads only our own models (bundled ones and saved runs). When the class chose its
+    own pretrained model on another page, a note under the picker says why this page cannot run it (`why`: the
+    words after “because”) and that it stays chosen there (any_text_model_picker picks it again)."""
+    card = model_picker(text_cards())
+    own = st.session_state.get(OWN_MODEL)
+    if own is not None:
+        st.sidebar.info(f"**This page needs one of our bundled models** because {why}, so it shows {card.name}. "
+                        f"Your model ({literal(pretrained.describe_source(pretrained.source_of(own)))}) stays chosen "
+                        "on the pages that read it, such as the Text explorer.", icon=":material/info:")
+    return card
 
 
 def model_label(card: ModelCard) -> str:
@@ -165,8 +195,9 @@ def model_from_link(names: list[str]) -> None:
         st.session_state["model"] = linked  # written to the URL, as its label, on the next run (keep_in_url)
 
 
-def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL) -> ModelCard:
-    """The sidebar model picker (URL key `model`); stops the page with a note when there is no model yet."""
+def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL, on_change=None) -> ModelCard:
+    """The sidebar model picker (URL key `model`; `on_change`: called when the class picks a model in it); stops
+    the page with a note when there is no model yet."""
     if not cards:
         st.info(f"No bundled text model yet: they appear in `{models_dir()}` as training finishes "
                 "(`python -m core.train`). Reload the page then.", icon="⏳")
@@ -180,6 +211,7 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     keep_in_url("model")
     name = st.sidebar.selectbox(
         "Model", names, index=index, key="model", bind=BIND, format_func=lambda n: model_label(by_name[n]),
+        on_change=on_change,
         help="A bundled model: lm-<encoding> are language models trained with that position encoding; "
              "“your run” marks a model saved from the Live training page. In brackets, its main figure on held-out "
              "text: *agreement* is how often a language model prefers the verb that agrees with its subject across "

@@ -75,9 +75,9 @@ def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
     return numbered_labels(plain_token_labels(tokens, unknown))
 
 
-def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool], card: ModelCard | None = None) -> None:
-    """A warning when some tokens are not in the model's vocabulary (emoji, misspellings, words outside the
-    grammar), naming them: the model reads them all as one [UNK] token. The words it knows follow, to pick from."""
+def warn_unknown(tokens: Sequence[str], unknown: Sequence[bool]) -> bool:
+    """The warning naming the tokens a model reads as [UNK] (marked ⟨…⟩? on its charts), if any; whether any
+    were."""
     from core.figures.attention import plain_token_labels  # figures import plotly: only pages that draw pay
 
     if any(unknown):
@@ -85,6 +85,13 @@ def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool], card: ModelC
                                         if is_unknown))
         st.warning(f"{sum(unknown)} token(s) are not in the model's vocabulary and are read as [UNK] (marked "
                    f"⟨…⟩?): {literal(words)}", icon=":material/help:")
+    return any(unknown)
+
+
+def unknown_warning(tokens: Sequence[str], unknown: Sequence[bool], card: ModelCard | None = None) -> None:
+    """A warning when some tokens are not in the model's vocabulary (emoji, misspellings, words outside the
+    grammar), naming them: the model reads them all as one [UNK] token. The words it knows follow, to pick from."""
+    if warn_unknown(tokens, unknown):
         known = known_words(text_tokenizer(card))
         if known:  # a subword vocabulary has no word list to pick from
             known_words_expander(known)

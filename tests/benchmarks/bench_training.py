@@ -1,6 +1,7 @@
-"""How fast the live-training page's default tiny preset trains on this machine, and when its pattern forms.
+"""How fast the live-training page's default recipe trains on this machine, and when its pattern forms.
 
-    python tests/benchmarks/bench_training.py                 # the default preset (reversal, M=2, H=2, D=32)
+    python tests/benchmarks/bench_training.py                 # the page's default recipe (reversal, M=2, H=2, D=32,
+                                                              # relative positions; --seeds: once per seed)
     python tests/benchmarks/bench_training.py --compare-norms --seeds 0 1 2  # also the page's post-LN / warm-up
                                                                              # recipes, once per seed
     python tests/benchmarks/bench_training.py --spec '{"task": "copy", "n_heads": 1, "pos_encoding": "rope"}'
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from core.training.live.runs import LiveRegistry  # noqa: E402
-from core.training.live.spec import RECIPES, RunSpec  # noqa: E402
+from core.training.live.spec import DEFAULT_RECIPE, RECIPES, RunSpec  # noqa: E402
 from core.training.live.worker import PATTERN_THRESHOLD  # noqa: E402
 
 COMPARISONS = ("post-LN, no warm-up", "post-LN, with warm-up", "pre-LN, no warm-up")  # the page's recipes
@@ -49,14 +50,15 @@ def measure(spec: RunSpec, threshold: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", default="{}", help="RunSpec fields as JSON (default: the tiny preset)")
+    parser.add_argument("--spec", default="{}", help="RunSpec fields as JSON, over the page's default recipe")
     parser.add_argument("--threshold", type=float, default=PATTERN_THRESHOLD)
     parser.add_argument("--compare-norms", action="store_true")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="the page's recipes, once per seed")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}")
-    specs = {"default": RunSpec(**json.loads(args.spec))}
+    specs = {f"default, seed {seed}": RunSpec(**{**RECIPES[DEFAULT_RECIPE], "seed": seed, **json.loads(args.spec)})
+             for seed in args.seeds}
     if args.compare_norms:
         specs |= {f"{name}, seed {seed}": RunSpec(**{**RECIPES[name], "seed": seed})
                   for name in COMPARISONS for seed in args.seeds}
