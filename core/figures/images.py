@@ -161,6 +161,11 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
 # Figure 2: patch -> vec -> W p -> + e -> token
 # ---------------------------------------------------------------------------------------------------------
 
+STRIPS_HEIGHT = 720  # figure 2 in common notation, five strips one under the other
+STRIPS_MARGIN = dict(l=8, r=8, t=40, b=8)
+STRIP_GAP_PX = 72  # presenter mode draws it 1.27 times as tall, its type 1.67 times as large: it needs 78 px there
+
+
 def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, position: np.ndarray,
                   token_vector: np.ndarray, token: int, notation: str = "paper", height: int | None = None,
                   standardised: bool = False) -> go.Figure:
@@ -186,9 +191,10 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
     if columns:
         fig = make_subplots(rows=1, cols=5, subplot_titles=titles, column_widths=[0.28, 0.12, 0.2, 0.2, 0.2],
                             horizontal_spacing=0.06)
-    else:
+    else:  # the gaps in pixels: each holds the tick labels of the strip above and the title of the one below
+        height = height or STRIPS_HEIGHT
         fig = make_subplots(rows=5, cols=1, subplot_titles=titles, row_heights=[0.32, 0.17, 0.17, 0.17, 0.17],
-                            vertical_spacing=0.09)
+                            vertical_spacing=STRIP_GAP_PX / (height - STRIPS_MARGIN["t"] - STRIPS_MARGIN["b"]))
     place = (lambda i: dict(row=1, col=i)) if columns else (lambda i: dict(row=i, col=1))
 
     # The patch itself (upscaled, crisp).
@@ -230,7 +236,7 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
     vector(position, dims, 4, -span, span, VECTOR_COLORSCALE, "e,")
     vector(token_vector, dims, 5, -span, span, VECTOR_COLORSCALE, "x,", showscale=True)
     fig.update_annotations(font_size=13)
-    fig.update_layout(height=height or (440 if columns else 640), margin=dict(l=8, r=8, t=40, b=8))
+    fig.update_layout(height=height or 440, margin=STRIPS_MARGIN)
     return fig
 
 
