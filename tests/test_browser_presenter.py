@@ -65,9 +65,10 @@ def overlapping(first: list[dict], second: list[dict]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("path", ["residual_stream", "token_norm", "maths?maths_step=all+steps"])
 def test_formulas_fit_the_column(server, page, path, presenter):
     """The residual stream's formula was cut after "⇒ ‖x" in presenter mode (249 px behind a scroll, 18 px without
-    it); TokenNorm's and several of the maths page's were wider than their column too."""
+    it); TokenNorm's and several of the maths page's were wider than their column too. And every formula parses:
+    the maths page showed its queries' and keys' as red source (x_n_{q,h}, a double subscript)."""
     visit(page, server, path, presenter)
-    assert page.locator(".katex-display").count() >= 1
+    assert page.locator(".katex-display").count() >= 1 and page.locator(".katex-error").count() == 0
     assert page.evaluate(WIDE_FORMULAS) == []
 
 

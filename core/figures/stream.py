@@ -220,7 +220,7 @@ def token_statistics_chart(mean: np.ndarray, std: np.ndarray, tokens: Sequence[s
     the selected token's bars are outlined."""
     x = _numbered(tokens, unknown)
     outline = [2.5 if i == selected else 0 for i in range(len(x))]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.14,  # room for the lower title
                         subplot_titles=("mean(x_n) over the D features", "std(x_n) = sqrt(var(x_n) + eps)"))
     fig.add_trace(go.Bar(x=x, y=_compact(mean), name="mean", marker=dict(color="#ff7f0e",
                          line=dict(color="black", width=outline)),
@@ -230,7 +230,7 @@ def token_statistics_chart(mean: np.ndarray, std: np.ndarray, tokens: Sequence[s
                          hovertemplate="%{x}: std %{y:.4f}<extra></extra>"), row=2, col=1)
     fig.update_xaxes(**_token_axis(len(x)))
     fig.update_xaxes(title_text="token n", row=2, col=1)
-    fig.update_layout(title_text=title, height=420, showlegend=False,
+    fig.update_layout(title_text=title, height=450, showlegend=False,
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
     return fig
 

@@ -214,11 +214,15 @@ def _head_maths(model: Transformer, rec: Recording, layer: int, head: int, X: np
     U_o = _weight(attn.W_O)[:, rows]  # [D, K]
     hook = partial(block_hook, layer)
     steps: dict[str, Step] = {}
-    b = " + b" if attn.W_Q.bias is not None else ""  # a pretrained model's biases, written into each formula
+    biased = attn.W_Q.bias is not None  # a pretrained model's biases, written into each formula
+
+    def b(name: str) -> str:  # the bias term of projection `name`: nothing for a model without (x_n_{q,h} was an error)
+        return rf" + b_{{{name},h}}" if biased else ""
+
     Q, K = U_q @ X + _bias(attn.W_Q, rows), U_k @ X + _bias(attn.W_K, rows)  # [K, N] each
-    steps["queries"] = _checked("Queries", rf"Q_h = U_{{q,h}}\,X{b}_{{q,h}} \quad (q_{{h,n}} = U_{{q,h}}\,x_n{b}_{{q,h}},"
+    steps["queries"] = _checked("Queries", rf"Q_h = U_{{q,h}}\,X{b('q')} \quad (q_{{h,n}} = U_{{q,h}}\,x_n{b('q')},"
                                 r"\ \text{eq. 6})", Q, rec, hook("attn.hook_q"), head)
-    steps["keys"] = _checked("Keys", rf"K_h = U_{{k,h}}\,X{b}_{{k,h}} \quad (k_{{h,n}} = U_{{k,h}}\,x_n{b}_{{k,h}},"
+    steps["keys"] = _checked("Keys", rf"K_h = U_{{k,h}}\,X{b('k')} \quad (k_{{h,n}} = U_{{k,h}}\,x_n{b('k')},"
                              r"\ \text{eq. 6})", K, rec, hook("attn.hook_k"), head)
     position = model.position_context(rec.meta.get("pe", model.cfg.pos_encoding), n, "cpu")
     if position.encoding == "rope":  # q and k turned by their positions (seed 003 §7.3, Definition 7.3)
@@ -248,9 +252,9 @@ def _head_maths(model: Transformer, rec: Recording, layer: int, head: int, X: np
                                            r"\sum_{n'} [A_h]_{n',n} = 1 \quad \text{(eq. 5)}"),
         A, rec, hook("attn.hook_pattern"), head)
     values = U_v @ X + _bias(attn.W_V, rows)  # [K, D] @ [D, N] -> [K, N]
-    steps["z"] = _checked("Values, mixed by A", rf"Z_h = (U_{{v,h}}\,X{b}_{{v,h}})\,A_h", values @ A, rec,
+    steps["z"] = _checked("Values, mixed by A", rf"Z_h = (U_{{v,h}}\,X{b('v')})\,A_h", values @ A, rec,
                           hook("attn.hook_z"), head)  # [K, N] @ [N, N]
-    steps["head output"] = Step("This head's output", _lines(rf"V_h\,X\,A_h{' + U_h b_{v,h}' if b else ''},",
+    steps["head output"] = Step("This head's output", _lines(rf"V_h\,X\,A_h{' + U_h b_{v,h}' if biased else ''},",
                                                            r"V_h = U_h\,U_{v,h}\ (D\times D,\ \text{footnote 13})"),
                                 U_o @ values @ A)  # [D, K] @ [K, N] @ [N, N]  (columns of A sum to 1)
     return HeadMaths(head, U_q, U_k, U_v, U_o, steps)
