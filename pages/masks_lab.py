@@ -37,7 +37,7 @@ from core.model.run import TextInputError, encode_text, length_refusal, record_t
 from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import bundled_model_picker, get_model, models_dir  # noqa: E402
-from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.presentation import chart, font_scale  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.store import shared_result  # noqa: E402
 from pages.ui.text_input import DEFAULT_TEXT  # noqa: E402
@@ -152,7 +152,7 @@ def mask_section(card) -> None:
     col_grid, col_pattern = st.columns([1.1, 1], gap="large")
     with col_grid:
         chart_key = f"mask_grid_{st.session_state.get('grid_version', 0)}"
-        st.altair_chart(mask_grid(allowed.numpy(), tokens),
+        st.altair_chart(mask_grid(allowed.numpy(), tokens, font_scale=font_scale()),
                         key=chart_key, on_select=partial(switch_clicked_cell, chart_key),
                         selection_mode=CELL_SELECTION, width="content")
         st.caption("Click a cell to switch it: blue, the query (row) may attend to the key (column); grey, masked. "

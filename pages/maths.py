@@ -224,12 +224,11 @@ if shows(3):
 # --- 4. mixing the values ------------------------------------------------------------------------------------
 if shows(4):
     st.header("4 · Mixing: Y_h = V_h X A_h")
-    st.latex(r"y_n = \sum_{n'} x_{n'}\, A_{n',n} \quad \text{(eq. 1): column } n \text{ of } XA "
-             r"\text{ is an average of the columns of } X \text{ with the weights of column } n \text{ of } A")
-    st.markdown(f"Each head first maps X to its K = {K} dimensional *values* U_v X, averages them with the weights of "
-                f"A_h (left: U_v X A_h), then maps "
-                f"back to D = {D} with U_h. The product V_h = U_h U_v is D×D = {D}×{D} but has rank "
-                f"**{this.V_rank}** ≤ K (footnote 13).")
+    st.latex(r"y_n = \sum_{n'} x_{n'}\, A_{n',n} \quad \text{(eq. 1)}")  # its words below: too wide in the formula
+    st.markdown(f"Column n of XA is an average of the columns of X, with the weights of column n of A. Each head "
+                f"first maps X to its K = {K} dimensional *values* U_v X, averages them with the weights of "
+                f"A_h (left: U_v X A_h), then maps back to D = {D} with U_h. The product V_h = U_h U_v is D×D = "
+                f"{D}×{D} but has rank **{this.V_rank}** ≤ K (footnote 13).")
     col_z, col_out = st.columns(2)
     with col_z:
         show_step(this.steps["z"], "z", labels, token, feature_rows, "feature i")

@@ -24,7 +24,7 @@ from core.lessons.lens import (NotDecomposableError, final_prediction, logit_len
                                residual_norms)
 from core.model.run import text_tokenizer  # noqa: E402
 from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
-from pages.ui.presentation import plotly_chart  # noqa: E402
+from pages.ui.presentation import font_scale, plotly_chart  # noqa: E402
 from pages.ui.text_input import token_choices, typed_text_recording  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
@@ -149,18 +149,19 @@ else:
     with col_chart:
         plotly_chart(contribution_bars(decomposition.projections(), np.linalg.norm(decomposition.stream, axis=1),
                                           tokens, unknown=unknown), key="contribution_chart", config=PLOT_CONFIG)
-    st.latex(r"x_n^{(M)} = \mathrm{embed}_n + e_n + \sum_{m<M}\left(\mathrm{attn}^{(m)}_n + \mathrm{mlp}^{(m)}_n\right)"
-             r"\quad\Rightarrow\quad \|x_n^{(M)}\| = \sum_i c_{i,n}\cdot\frac{x_n^{(M)}}{\|x_n^{(M)}\|}")
+    # three short lines: on one, the formula was wider than a 1024-pixel window's column (presenter mode hid a third)
+    st.latex(r"\begin{aligned} x_n^{(M)} &= \mathrm{embed}_n + e_n \\ &\quad + \sum_{m<M}\left(\mathrm{attn}^{(m)}_n"
+             r" + \mathrm{mlp}^{(m)}_n\right) \\ \Rightarrow\quad \|x_n^{(M)}\| &= \sum_i c_{i,n}\cdot"
+             r"\frac{x_n^{(M)}}{\|x_n^{(M)}\|} \end{aligned}")
     st.caption("Each bar is one part's component along its token's final stream direction; because the parts add "
                "up to the stream exactly, the bars stack to its length (the diamond). A bar below zero points "
                "against where the stream ends up.")
 
 # --- logit lens ----------------------------------------------------------------------------------------------
 st.subheader("Logit lens: the guess at each block")
-plotly_chart(logit_lens_heatmap(lens.top_probs, [[[vocab[i] for i in row] for row in point]
-                                                    for point in lens.top_ids],
-                                   tokens, lens.labels, unknown=unknown, reads=reads), key="lens_chart",
-                config=PLOT_CONFIG)
+plotly_chart(logit_lens_heatmap(lens.top_probs, [[[vocab[i] for i in row] for row in point] for point in lens.top_ids],
+                                tokens, lens.labels, unknown=unknown, reads=reads, font_scale=font_scale()),
+             key="lens_chart", config=PLOT_CONFIG)
 if cfg.norm == "pre":
     st.caption("Each row puts the stream at that point through the model's final TokenNorm and unembedding, as if the "
                "remaining blocks were skipped. ln_final's γ and β are the trained ones, but its mean and std are "

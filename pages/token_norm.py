@@ -83,8 +83,9 @@ st.title("TokenNorm")
 st.caption("Before attention and before the MLP, every token's vector is normalised on its own: its mean over the "
            "D features is removed and it is divided by its standard deviation, then scaled by γ and shifted by β "
            "(seed 001 §2.3, which calls LayerNorm *TokenNorm* for this reason).")
-st.latex(r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d,"
-         r"\qquad \mathrm{mean}(x_n) = \tfrac1D \textstyle\sum_d x_{d,n}")
+# two lines: on one, the formula was wider than a 1024-pixel window's column in presenter mode
+st.latex(r"\begin{gathered} \bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}"
+         r"\,\gamma_d + \beta_d, \\ \mathrm{mean}(x_n) = \tfrac1D \textstyle\sum_d x_{d,n} \end{gathered}")
 cards, card = any_text_model_picker()
 notation = notation_switch()
 text, recording = typed_text_recording(card)

@@ -267,6 +267,17 @@ def test_mask_grid_marks_rows_with_no_key_and_selects_cells():
     assert spec["params"][0]["name"] == CELL_SELECTION and spec["params"][0]["select"]["fields"] == ["query", "key"]
 
 
+def test_mask_grid_grows_its_type_in_presenter_mode():
+    """Altair charts do not pass through presenter_figure: the grid scales its own labels, titles and legend."""
+    allowed = build_mask(MaskSpec("causal"), 4).numpy()
+    normal, large = (mask_grid(allowed, ["[BOS]", "a", "b", "c"], font_scale=scale).to_dict() for scale in (1, 1.5))
+    for axis in ("x", "y"):
+        assert large["encoding"][axis]["axis"]["labelFontSize"] == 18 == 1.5 * normal["encoding"][axis]["axis"][
+            "labelFontSize"]
+    assert large["encoding"]["color"]["legend"]["labelFontSize"] > normal["encoding"]["color"]["legend"]["labelFontSize"]
+    assert large["width"] > normal["width"] == 440  # the larger labels leave the cells room
+
+
 def test_generation_figures_mark_the_newest_row_and_the_chosen_token():
     generation = generate(tiny_model(), PROMPT, 3, Sampling(temperature=0))
     pattern, scores = generation.attention(3)

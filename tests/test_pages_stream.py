@@ -11,8 +11,9 @@ import streamlit as st
 from conftest import charts, figure, ok, shows
 from streamlit.testing.v1 import AppTest
 
-from core.figures.stream import logit_lens_heatmap, norm_axes_figure
+from core.figures.stream import LENS_FONT, LENS_MIN_FONT, logit_lens_heatmap, norm_axes_figure
 from core.lessons.lens import batchnorm_statistics, tokennorm_statistics
+from pages.ui.presentation import PRESENTER_SCALE
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN_NORM = str(ROOT / "pages" / "token_norm.py")
@@ -170,10 +171,30 @@ def test_figure_5_view_shows_x_transposed_in_paper_notation():
         norm_axes_figure(token.normalized, batch.normalized, token.mean, batch.mean, tokens, notation="rows")
 
 
-def test_logit_lens_figure_turns_a_long_text_so_tokens_run_down():
-    probs = np.random.default_rng(1).random((3, 30, 2))
-    guesses = [[["a", "b"]] * 30] * 3
-    long = logit_lens_heatmap(probs, guesses, ["w"] * 30, ["embed", "after L0", "after L1"])
-    short = logit_lens_heatmap(probs[:, :5], [row[:5] for row in guesses], ["w"] * 5, ["embed", "after L0", "after L1"])
-    assert np.asarray(long.data[0].z).shape == (30, 3) and np.asarray(short.data[0].z).shape == (3, 5)
+def _lens(n: int, guess: str, points: int = 3, scale: float = 1.0):
+    probs = np.random.default_rng(1).random((points, n, 2))
+    return logit_lens_heatmap(probs, [[[guess, "b"]] * n] * points, ["w"] * n, [f"p{m}" for m in range(points)],
+                              font_scale=scale)
+
+
+def test_logit_lens_figure_turns_when_the_guesses_do_not_fit_across():
+    """Tokens run across while every guess fits its cell in the narrowest chart, in presenter mode's type when it is
+    on; otherwise tokens run down the rows (issue 37: "strange" and "doctors" ran together as "strangedoctors")."""
+    long = _lens(30, "strange")
+    assert np.asarray(long.data[0].z).shape == (30, 3)
     assert len(set(long.data[0].y)) == 30  # repeated tokens stay apart (numbered labels)
+    assert np.asarray(_lens(5, "strange").data[0].z).shape == (3, 5)  # five such guesses fit across
+    presenter = _lens(5, "strange", scale=PRESENTER_SCALE)
+    assert np.asarray(presenter.data[0].z).shape == (5, 3)  # not in presenter mode's larger type
+    assert presenter.data[0].text[0][0] == "strange" and presenter.data[0].textfont.size == LENS_FONT
+    assert presenter.layout.yaxis.title.text == "position n"  # a short title up the side of a few rows
+
+
+def test_logit_lens_figure_shrinks_then_cuts_guesses_that_no_layout_fits():
+    """Thirteen stream points (GPT-2) share the width: the type gets smaller, then a long guess is cut short; the
+    hover still names it whole."""
+    fig = _lens(12, "strangers", points=13, scale=PRESENTER_SCALE)
+    heat = fig.data[0]
+    assert heat.textfont.size == LENS_MIN_FONT and heat.text[0][0].endswith("…")
+    assert len(heat.text[0][0]) < len("strangers") and "strangers" in heat.customdata[0][0]
+    assert _lens(12, "a", points=13, scale=PRESENTER_SCALE).data[0].textfont.size == LENS_FONT

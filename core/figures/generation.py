@@ -34,10 +34,11 @@ def _plain_labels(tokens: Sequence[str]) -> list[str]:
 # The mask editor
 # ---------------------------------------------------------------------------------------------------------
 
-def mask_grid(allowed: np.ndarray, tokens: Sequence[str], *, size_px: int = 440) -> alt.Chart:
+def mask_grid(allowed: np.ndarray, tokens: Sequence[str], *, size_px: int = 440, font_scale: float = 1.0) -> alt.Chart:
     """The [N(query), N(key)] allowed-matrix as a grid of cells: blue allowed, grey masked, orange the cells of a
     query that may attend to nothing. Clicking a cell selects it (selection "cell", fields query and key).
-    size_px: the chart's width and height, labels included (Vega fits the grid inside)."""
+    size_px: the chart's width and height, labels included (Vega fits the grid inside). font_scale: type larger by
+    this (presenter mode's), the chart by its square root, so that larger labels leave the cells room."""
     allowed = np.asarray(allowed, dtype=bool)
     n = len(tokens)
     if allowed.shape != (n, n):
@@ -49,17 +50,21 @@ def mask_grid(allowed: np.ndarray, tokens: Sequence[str], *, size_px: int = 440)
     frame = pd.DataFrame({"query": query.ravel(), "key": key.ravel(), "state": state.ravel(),
                           "query token": np.array(labels)[query.ravel()], "key token": np.array(labels)[key.ravel()]})
     selection = alt.selection_point(name=CELL_SELECTION, fields=["query", "key"], on="click")
+    text = dict(labelFontSize=round(12 * font_scale), titleFontSize=round(13 * font_scale),
+                labelLimit=round(120 * font_scale))
+    size = round(size_px * font_scale ** 0.5)
     return alt.Chart(frame).mark_rect(stroke="white", strokeWidth=1, cursor="pointer").encode(
         x=alt.X("key token:O", sort=labels, title="key n′ (attended to)",
-                axis=alt.Axis(labelAngle=-60, labelLimit=120, orient="top", labelOverlap=False, labelFontSize=12)),
-        y=alt.Y("query token:O", sort=labels, title="query n",
-                axis=alt.Axis(labelLimit=120, labelOverlap=False, labelFontSize=12)),
-        color=alt.Color("state:N", title=None, legend=alt.Legend(orient="top", labelLimit=400, labelFontSize=12),
+                axis=alt.Axis(labelAngle=-60, orient="top", labelOverlap=False, **text)),
+        y=alt.Y("query token:O", sort=labels, title="query n", axis=alt.Axis(labelOverlap=False, **text)),
+        color=alt.Color("state:N", title=None,
+                        legend=alt.Legend(orient="top", labelLimit=400, labelFontSize=round(12 * font_scale),
+                                          symbolSize=round(100 * font_scale ** 2)),
                         scale=alt.Scale(domain=["allowed", "masked", "row with no key"],
                                         range=[ALLOWED_COLOUR, MASKED_COLOUR, EMPTY_ROW_COLOUR])),
         opacity=alt.condition(selection, alt.value(1.0), alt.value(0.85)),
         tooltip=["query token", "key token", "state"],
-    ).add_params(selection).properties(width=size_px, height=size_px)
+    ).add_params(selection).properties(width=size, height=size)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -161,6 +161,12 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
 # Figure 2: patch -> vec -> W p -> + e -> token
 # ---------------------------------------------------------------------------------------------------------
 
+STRIPS_HEIGHT = 720  # figure 2 in common notation, five strips one under the other
+STRIPS_MARGIN = dict(l=8, r=8, t=40, b=8)
+COLUMNS_MARGIN = dict(l=8, r=8, t=84, b=8)  # figure 2 in paper notation: room for titles of three lines
+STRIP_GAP_PX = 72  # presenter mode draws it 1.27 times as tall, its type 1.67 times as large: it needs 78 px there
+
+
 def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, position: np.ndarray,
                   token_vector: np.ndarray, token: int, notation: str = "paper", height: int | None = None,
                   standardised: bool = False) -> go.Figure:
@@ -176,19 +182,21 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
     p = pixels.shape[0]
     channels = pixels.shape[2] if pixels.ndim == 3 else 1
     span = max(float(np.abs(np.concatenate([embedded, position, token_vector])).max()), 1e-9)
-    vec_title = f"vec(p<sub>{token}</sub>){', standardised' if standardised else ''} ∈ ℝ<sup>{k}</sup>"
+    columns = notation == "paper"
+    br = "<br>" if columns else " "  # titles over narrow columns take a few short lines
+    vec_title = f"vec(p<sub>{token}</sub>){',' + br + 'standardised' if standardised else ''}{br}∈ ℝ<sup>{k}</sup>"
     titles = [f"patch p<sub>{token}</sub>", vec_title,
-              f"W p<sub>{token}</sub> + b ∈ ℝ<sup>{d}</sup>", f"e<sub>{token}</sub> ∈ ℝ<sup>{d}</sup>",
-              f"x<sub>{token}</sub> = W p<sub>{token}</sub> + e<sub>{token}</sub>"]
+              f"W p<sub>{token}</sub> + b{br}∈ ℝ<sup>{d}</sup>", f"e<sub>{token}</sub>{br}∈ ℝ<sup>{d}</sup>",
+              f"x<sub>{token}</sub> ={br}W p<sub>{token}</sub> + e<sub>{token}</sub>"]
     channel_names = ["R", "G", "B"][:channels] if channels == 3 else [f"c{c}" for c in range(channels)]
     vec_labels = [f"{channel_names[i // (p * p)]} y{(i % (p * p)) // p} x{i % p}" for i in range(k)]
-    columns = notation == "paper"
-    if columns:
-        fig = make_subplots(rows=1, cols=5, subplot_titles=titles, column_widths=[0.28, 0.12, 0.2, 0.2, 0.2],
-                            horizontal_spacing=0.06)
-    else:
+    if columns:  # the gaps hold each strip's tick labels
+        fig = make_subplots(rows=1, cols=5, subplot_titles=titles, column_widths=[0.24, 0.16, 0.2, 0.2, 0.2],
+                            horizontal_spacing=0.09)
+    else:  # the gaps in pixels: each holds the tick labels of the strip above and the title of the one below
+        height = height or STRIPS_HEIGHT
         fig = make_subplots(rows=5, cols=1, subplot_titles=titles, row_heights=[0.32, 0.17, 0.17, 0.17, 0.17],
-                            vertical_spacing=0.09)
+                            vertical_spacing=STRIP_GAP_PX / (height - STRIPS_MARGIN["t"] - STRIPS_MARGIN["b"]))
     place = (lambda i: dict(row=1, col=i)) if columns else (lambda i: dict(row=i, col=1))
 
     # The patch itself (upscaled, crisp).
@@ -213,8 +221,7 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
         long_axis = dict(showticklabels=True, showgrid=False, zeroline=False, tickfont=dict(size=9), nticks=9)
         short_axis = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="")
         if columns:
-            fig.update_yaxes(autorange="reversed", title=dict(text="d" if i == 3 else "", standoff=2), **long_axis,
-                             **place(i))
+            fig.update_yaxes(autorange="reversed", **long_axis, **place(i))  # no room for a title "d" between
             fig.update_xaxes(**short_axis, **place(i))
         else:
             fig.update_xaxes(title=dict(text="d" if i == 5 else "", standoff=2), **long_axis, **place(i))
@@ -229,8 +236,8 @@ def figure2_strip(pixels: np.ndarray, vec: np.ndarray, embedded: np.ndarray, pos
     vector(embedded, dims, 3, -span, span, VECTOR_COLORSCALE, "W p + b,")
     vector(position, dims, 4, -span, span, VECTOR_COLORSCALE, "e,")
     vector(token_vector, dims, 5, -span, span, VECTOR_COLORSCALE, "x,", showscale=True)
-    fig.update_annotations(font_size=13)
-    fig.update_layout(height=height or (440 if columns else 640), margin=dict(l=8, r=8, t=40, b=8))
+    fig.update_annotations(font_size=13, yshift=12 if columns else 0)  # clear of the top tick label beside
+    fig.update_layout(height=height or 480, margin=COLUMNS_MARGIN if columns else STRIPS_MARGIN)
     return fig
 
 

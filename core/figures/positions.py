@@ -161,7 +161,7 @@ def bias_heatmaps(bias: np.ndarray, *, title: str = "") -> go.Figure:
     h, n, _ = bias.shape
     limit = _limit(bias)
     fig = make_subplots(rows=1, cols=h, subplot_titles=[f"head {i}" for i in range(h)],
-                        horizontal_spacing=min(0.06, 0.5 / max(h - 1, 1)))
+                        horizontal_spacing=min(0.03, 0.5 / max(h - 1, 1)))  # no tick labels between
     for head in range(h):
         fig.add_trace(go.Heatmap(
             z=_rounded(bias[head]), zmin=-limit, zmax=limit, colorscale=SIGNED_COLORSCALE, showscale=head == h - 1,
@@ -172,6 +172,8 @@ def bias_heatmaps(bias: np.ndarray, *, title: str = "") -> go.Figure:
     fig.update_xaxes(showgrid=False, zeroline=False, constrain="domain", title_text="key j")
     fig.update_yaxes(showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
     fig.update_yaxes(title_text="query i", row=1, col=1)
+    for col in range(2, h + 1):  # the same queries as the first panel's: no labels crowding the panel before
+        fig.update_yaxes(showticklabels=False, row=1, col=col)
     for index in range(1, h + 1):  # square cells
         fig.update_layout({f"yaxis{'' if index == 1 else index}": dict(scaleanchor=f"x{'' if index == 1 else index}")})
     fig.update_annotations(font=dict(size=12))

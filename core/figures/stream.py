@@ -9,13 +9,14 @@ X as the seed paper writes it, D x N with tokens across.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.figures.attention import HEAD_COLORS, token_labels
+from core.figures.attention import HEAD_COLORS, plain_token_labels, token_labels
 
 NORM_COLORSCALE = "Viridis"
 VALUE_COLORSCALE = "RdBu_r"
@@ -94,39 +95,69 @@ def contribution_bars(projections: Mapping[str, np.ndarray], stream_norm: np.nda
 # Logit lens and prediction
 # ---------------------------------------------------------------------------------------------------------
 
+LENS_FONT = 11  # a cell's guess, in px before presenter mode's scale
+LENS_MIN_FONT = 8
+LENS_PLOT_PX = 400  # the width the cells share in a 1024-pixel window, sidebar open, presenter mode (measured 412)
+CHAR_EM = 0.6  # a character's width in font sizes, on the wide side (lower-case Source Sans is about 0.52)
+CELL_PAD_PX = 6  # free space between two neighbouring guesses
+
+
+def _fits(chars: int, size: float, cell_px: float) -> bool:
+    """Whether `chars` characters of a font `size` px large fit a cell `cell_px` wide."""
+    return chars * CHAR_EM * size + CELL_PAD_PX <= cell_px
+
+
+def _lens_cells(guesses: list[str], cells_across: int, font_scale: float) -> tuple[list[str], int]:
+    """The guesses as they fit cells sharing LENS_PLOT_PX, `cells_across` of them, and their font size: LENS_FONT,
+    smaller down to LENS_MIN_FONT, and at that size a guess too long for its cell is cut short with "…" (the hover
+    names it whole)."""
+    cell_px = LENS_PLOT_PX / cells_across
+    widest = max(map(len, guesses), default=1)
+    size = LENS_FONT
+    while size > LENS_MIN_FONT and not _fits(widest, size * font_scale, cell_px):
+        size -= 1
+    room = max(int((cell_px - CELL_PAD_PX) / (CHAR_EM * size * font_scale)), 2)
+    shown = [guess if len(guess) <= room else guess[:room - 1] + "…" for guess in guesses]
+    return [html.escape(guess, quote=False) for guess in shown], size
+
+
 def logit_lens_heatmap(top_probs: np.ndarray, top_tokens: Sequence[Sequence[Sequence[str]]], tokens: Sequence[str],
                        point_labels: Sequence[str], *, unknown: Sequence[bool] | None = None,
-                       title: str = "", reads: str = "next token", max_across: int = 24) -> go.Figure:
+                       title: str = "", reads: str = "next token", font_scale: float = 1.0) -> go.Figure:
     """The logit lens: at each stream point and position the likeliest guess written in the cell, coloured by its
     probability. top_probs [M+1, N, k]; top_tokens [M+1][N][k] (already readable strings). The hover lists all k
-    guesses. Up to `max_across` tokens run across (stream points down); a longer text is turned so that tokens run
-    down the rows, where every guess stays readable."""
+    guesses. Tokens run across (stream points down) while every guess fits its cell in the narrowest chart
+    (LENS_PLOT_PX, type larger by `font_scale`, presenter mode's); otherwise, when there are more tokens than stream
+    points, the figure is turned so that tokens run down the rows and the stream points share the width. Where even
+    that is too narrow, the type is smaller, and then guesses are cut short."""
     top_probs = np.asarray(top_probs)
     n_points, n, k = top_probs.shape
     x = _numbered(tokens, unknown)
-    guesses = np.array([[token_labels([top_tokens[m][i][0]])[0] for i in range(n)] for m in range(n_points)],
-                       dtype=object)
+    plain = np.array([plain_token_labels([top_tokens[m][i][0] for i in range(n)]) for m in range(n_points)],
+                     dtype=object).reshape(n_points, n)
     hover = np.array([["<br>".join(f"{token_labels([top_tokens[m][i][j]])[0]}  {top_probs[m, i, j]:.3f}"
                                    for j in range(k)) for i in range(n)] for m in range(n_points)], dtype=object)
     z = _compact(top_probs[..., 0], 3)
-    across = n <= max_across
-    position_title = f"position n (the model reads the {reads} here)"
+    widest = max((len(guess) for guess in plain.ravel()), default=1)
+    across = n <= n_points or _fits(widest, LENS_FONT * font_scale, LENS_PLOT_PX / n)  # turned, no roomier
+    shown, size = _lens_cells(plain.ravel().tolist(), n if across else n_points, font_scale)
+    guesses = np.array(shown, dtype=object).reshape(n_points, n)
     common = dict(zmin=0, zmax=1, colorscale=PROB_COLORSCALE, colorbar=dict(title="p(top)"),
-                  texttemplate="%{text}", textfont=dict(size=11 if n <= 16 or not across else 9))
+                  texttemplate="%{text}", textfont=dict(size=size))
     if across:
         fig = go.Figure(go.Heatmap(
             z=z, x=x, y=list(point_labels), text=guesses.tolist(), customdata=hover.tolist(), **common,
             hovertemplate=f"at token %{{x}}, stream %{{y}}<br>{reads} guesses:<br>%{{customdata}}<extra></extra>"))
         fig.update_yaxes(autorange="reversed", title_text="read from the stream at", type="category")
-        fig.update_xaxes(title_text=position_title, **_token_axis(n))
+        fig.update_xaxes(title_text=f"position n (the model reads the {reads} here)", **_token_axis(n))
         height = int(np.clip(70 * n_points + 190, 300, 640))
-    else:
+    else:  # a short title up the side: a long one is taller than a few rows (the caption says what is read)
         fig = go.Figure(go.Heatmap(
             z=z.T, x=list(point_labels), y=x, text=guesses.T.tolist(), customdata=hover.T.tolist(), **common,
             hovertemplate=f"at token %{{y}}, stream %{{x}}<br>{reads} guesses:<br>%{{customdata}}<extra></extra>"))
-        fig.update_yaxes(autorange="reversed", title_text=position_title, type="category", tickfont=dict(size=10))
+        fig.update_yaxes(autorange="reversed", title_text="position n", type="category", tickfont=dict(size=10))
         fig.update_xaxes(title_text="read from the stream at", type="category", side="top")
-        height = 20 * n + 160
+        height = max(20 * n + 160, 300)
     fig.update_layout(title_text=title, height=height, margin=dict(l=10, r=10, t=50 if title else 20, b=10))
     return fig
 
@@ -189,7 +220,7 @@ def token_statistics_chart(mean: np.ndarray, std: np.ndarray, tokens: Sequence[s
     the selected token's bars are outlined."""
     x = _numbered(tokens, unknown)
     outline = [2.5 if i == selected else 0 for i in range(len(x))]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.14,  # room for the lower title
                         subplot_titles=("mean(x_n) over the D features", "std(x_n) = sqrt(var(x_n) + eps)"))
     fig.add_trace(go.Bar(x=x, y=_compact(mean), name="mean", marker=dict(color="#ff7f0e",
                          line=dict(color="black", width=outline)),
@@ -199,7 +230,7 @@ def token_statistics_chart(mean: np.ndarray, std: np.ndarray, tokens: Sequence[s
                          hovertemplate="%{x}: std %{y:.4f}<extra></extra>"), row=2, col=1)
     fig.update_xaxes(**_token_axis(len(x)))
     fig.update_xaxes(title_text="token n", row=2, col=1)
-    fig.update_layout(title_text=title, height=420, showlegend=False,
+    fig.update_layout(title_text=title, height=450, showlegend=False,
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
     return fig
 

@@ -113,6 +113,12 @@ def paper_layout(rec: Recording, name: str, head: int | None = None) -> np.ndarr
     return recorded[:, head, :].T
 
 
+def _lines(*lines: str) -> str:
+    """One formula's parts one under the other, centred: joined on one line, some were wider than a 1024-pixel
+    window's column, in presenter mode most of all."""
+    return r"\begin{gathered}" + r" \\ ".join(lines) + r"\end{gathered}"
+
+
 def _checked(title: str, latex: str, value: np.ndarray, rec: Recording, name: str, head: int | None = None) -> Step:
     """A Step checked against the recorded tensor `name` (head `head` of it), in the paper's layout."""
     return Step(title, latex, value, name, paper_layout(rec, name, head))
@@ -208,18 +214,22 @@ def _head_maths(model: Transformer, rec: Recording, layer: int, head: int, X: np
     U_o = _weight(attn.W_O)[:, rows]  # [D, K]
     hook = partial(block_hook, layer)
     steps: dict[str, Step] = {}
-    b = " + b" if attn.W_Q.bias is not None else ""  # a pretrained model's biases, written into each formula
+    biased = attn.W_Q.bias is not None  # a pretrained model's biases, written into each formula
+
+    def b(name: str) -> str:  # the bias term of projection `name`: nothing for a model without (x_n_{q,h} was an error)
+        return rf" + b_{{{name},h}}" if biased else ""
+
     Q, K = U_q @ X + _bias(attn.W_Q, rows), U_k @ X + _bias(attn.W_K, rows)  # [K, N] each
-    steps["queries"] = _checked("Queries", rf"Q_h = U_{{q,h}}\,X{b}_{{q,h}} \quad (q_{{h,n}} = U_{{q,h}}\,x_n{b}_{{q,h}},"
+    steps["queries"] = _checked("Queries", rf"Q_h = U_{{q,h}}\,X{b('q')} \quad (q_{{h,n}} = U_{{q,h}}\,x_n{b('q')},"
                                 r"\ \text{eq. 6})", Q, rec, hook("attn.hook_q"), head)
-    steps["keys"] = _checked("Keys", rf"K_h = U_{{k,h}}\,X{b}_{{k,h}} \quad (k_{{h,n}} = U_{{k,h}}\,x_n{b}_{{k,h}},"
+    steps["keys"] = _checked("Keys", rf"K_h = U_{{k,h}}\,X{b('k')} \quad (k_{{h,n}} = U_{{k,h}}\,x_n{b('k')},"
                              r"\ \text{eq. 6})", K, rec, hook("attn.hook_k"), head)
     position = model.position_context(rec.meta.get("pe", model.cfg.pos_encoding), n, "cpu")
     if position.encoding == "rope":  # q and k turned by their positions (seed 003 §7.3, Definition 7.3)
         Q, K = _rotate(Q, position.rope_angles), _rotate(K, position.rope_angles)
         steps["rotated queries"] = _checked(
-            "Queries after RoPE", r"\tilde q_{h,n} = R_n\, q_{h,n},\quad R_n = \mathrm{diag}_i\!\begin{pmatrix}"
-            r"\cos n\theta_i & -\sin n\theta_i\\ \sin n\theta_i & \cos n\theta_i\end{pmatrix}",
+            "Queries after RoPE", _lines(r"\tilde q_{h,n} = R_n\, q_{h,n},", r"R_n = \mathrm{diag}_i\!\begin{pmatrix}"
+            r"\cos n\theta_i & -\sin n\theta_i\\ \sin n\theta_i & \cos n\theta_i\end{pmatrix}"),
             Q, rec, hook("attn.hook_rot_q"), head)
         steps["rotated keys"] = _checked("Keys after RoPE", r"\tilde k_{h,n} = R_n\, k_{h,n}", K, rec,
                                          hook("attn.hook_rot_k"), head)
@@ -233,18 +243,19 @@ def _head_maths(model: Transformer, rec: Recording, layer: int, head: int, X: np
     masked = np.isneginf(paper_layout(rec, hook("attn.hook_attn_scores"), head))  # the mask the model applied
     bias_term = " + B_h[n', n]" if bias is not None else ""
     steps["scores"] = _checked(
-        "Scores", r"S_h[n', n] = \frac{k_{h,n'}^{\top} q_{h,n}}{\sqrt{K}}" + bias_term
-        + r",\quad -\infty \text{ where the mask hides } n' \text{ from } n",
+        "Scores", _lines(r"S_h[n', n] = \frac{k_{h,n'}^{\top} q_{h,n}}{\sqrt{K}}" + bias_term + ",",
+                         r"-\infty \text{ where the mask hides } n' \text{ from } n"),
         np.where(masked, -np.inf, scores), rec, hook("attn.hook_attn_scores"), head)
     A = column_softmax(steps["scores"].value)  # [N(key n′), N(query n)]
     steps["pattern"] = _checked(
-        "Softmax over each column", r"[A_h]_{n',n} = \frac{\exp S_h[n', n]}{\sum_{n''} \exp S_h[n'', n]}"
-        r",\qquad \sum_{n'} [A_h]_{n',n} = 1 \quad \text{(eq. 5)}", A, rec, hook("attn.hook_pattern"), head)
+        "Softmax over each column", _lines(r"[A_h]_{n',n} = \frac{\exp S_h[n', n]}{\sum_{n''} \exp S_h[n'', n]},",
+                                           r"\sum_{n'} [A_h]_{n',n} = 1 \quad \text{(eq. 5)}"),
+        A, rec, hook("attn.hook_pattern"), head)
     values = U_v @ X + _bias(attn.W_V, rows)  # [K, D] @ [D, N] -> [K, N]
-    steps["z"] = _checked("Values, mixed by A", rf"Z_h = (U_{{v,h}}\,X{b}_{{v,h}})\,A_h", values @ A, rec,
+    steps["z"] = _checked("Values, mixed by A", rf"Z_h = (U_{{v,h}}\,X{b('v')})\,A_h", values @ A, rec,
                           hook("attn.hook_z"), head)  # [K, N] @ [N, N]
-    steps["head output"] = Step("This head's output", rf"V_h\,X\,A_h{' + U_h b_{v,h}' if b else ''},\qquad V_h = "
-                                r"U_h\,U_{v,h}\ (D\times D,\ \text{footnote 13})",
+    steps["head output"] = Step("This head's output", _lines(rf"V_h\,X\,A_h{' + U_h b_{v,h}' if biased else ''},",
+                                                           r"V_h = U_h\,U_{v,h}\ (D\times D,\ \text{footnote 13})"),
                                 U_o @ values @ A)  # [D, K] @ [K, N] @ [N, N]  (columns of A sum to 1)
     return HeadMaths(head, U_q, U_k, U_v, U_o, steps)
 
@@ -270,8 +281,9 @@ def layer_maths(model: Transformer, rec: Recording, layer: int) -> LayerMaths:
     stream = paper_layout(rec, hook("hook_resid_pre"))  # X^(m-1), D×N
     if pre:
         X = _norm_step("TokenNorm before attention",
-                       r"X = \mathrm{TokenNorm}(X^{(m-1)}),\quad \bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}"
-                       r"{\sqrt{\mathrm{var}(x_n) + \epsilon}}\,\gamma_d + \beta_d",
+                       _lines(r"X = \mathrm{TokenNorm}(X^{(m-1)}),",
+                              r"\bar x_{d,n} = \frac{x_{d,n} - \mathrm{mean}(x_n)}{\sqrt{\mathrm{var}(x_n) + \epsilon}}"
+                              r"\,\gamma_d + \beta_d"),
                        stream, block.ln1, rec, hook("ln1.hook_normalized"))
         x_in = X.recorded  # what the model's attention read
     else:
@@ -286,8 +298,8 @@ def layer_maths(model: Transformer, rec: Recording, layer: int) -> LayerMaths:
             sum(h.steps["head output"].value for h in heads) + _bias(block.attn.W_O), rec, hook("hook_attn_out")),
         "concat then project": _checked(
             "The same, as concatenate-then-project",
-            r"Y = W_O \begin{bmatrix} U_{v,1} X A_1 \\ \vdots \\ U_{v,H} X A_H \end{bmatrix},\quad "
-            r"W_O = [\,U_1 \cdots U_H\,]",
+            _lines(r"Y = W_O \begin{bmatrix} U_{v,1} X A_1 \\ \vdots \\ U_{v,H} X A_H \end{bmatrix},",
+                   r"W_O = [\,U_1 \cdots U_H\,]"),
             _weight(block.attn.W_O) @ np.concatenate([h.steps["z"].value for h in heads])  # [D, HK] @ [HK, N]
             + _bias(block.attn.W_O), rec, hook("hook_attn_out"))}
     Y = steps["multi-head sum"].value

@@ -20,7 +20,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from core.figures.canvas import head_heatmap_spec, pack
-from pages.ui.presentation import PRESENTER_SCALE
+from pages.ui.presentation import font_scale
 
 WEB = Path(__file__).resolve().parents[2] / "assets" / "web"
 ASSET = WEB / "heatmap.js"
@@ -58,9 +58,8 @@ def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = 
         if on_cell is not None:
             on_cell((st.session_state.get(key) or {}).get("cell"))
 
-    scale = PRESENTER_SCALE if st.session_state.get("presenter") else 1
     serve_web()
-    _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=scale), key=key,
+    _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=font_scale()), key=key,
                on_cell_change=clicked)
 
 

@@ -34,6 +34,8 @@ html { font-size: 21px; }
 [data-testid="stMain"] h1 { font-size: 2.6rem; }
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; line-height: 1.5; }
+/* a column holding a fixed-size (Vega) chart, the mask grid at its presenter size, stacks rather than squeeze it */
+[data-testid="stColumn"]:has([data-testid="stVegaLiteChart"]) { min-width: min(100%, 28rem); }
 /* the sidebar's drop-downs are the presenter's, not the class's: at about their usual size their choice fits */
 [data-testid="stSidebar"] [data-testid="stSelectbox"] input { font-size: 0.7rem !important; }
 </style>"""
@@ -62,6 +64,12 @@ def presenter_mode() -> bool:
                                      "it on."))
     st.html(LAYOUT_CSS + (PRESENTER_CSS if on else ""))
     return on
+
+
+def font_scale() -> float:
+    """How much larger presenter mode draws type (PRESENTER_SCALE, else 1): for a figure that must fit its text to
+    its cells, and for charts that presenter_figure does not scale (the canvas heatmap, Altair)."""
+    return PRESENTER_SCALE if st.session_state.get("presenter") else 1.0
 
 
 def _enlarge_fonts(node, factor: float) -> None:
