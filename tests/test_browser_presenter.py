@@ -39,11 +39,12 @@ def page(browser):
 
 
 def visit(page, url: str, path: str, presenter: bool, chart: str | None = None) -> None:
-    """Open `path` of the app at `url` in the mode asked for; wait for `chart` (a JS expression finding it) to be drawn."""
+    """Open `path` of the app at `url` in the mode asked for; wait for `chart` (a JS expression finding it)."""
     open_page(page, f"{url}/{path}{'&' if '?' in path else '?'}presenter={'true' if presenter else 'false'}")
-    if chart:
-        page.wait_for_function(f"() => ({chart})?.querySelector('svg')")
-        page.wait_for_timeout(500)  # plotly's resize to its column
+    if chart:  # drawn, and a plotly chart resized to its column
+        page.wait_for_function(f"""() => {{ const chart = {chart}, svg = chart?.querySelector('svg');
+            const fitted = () => Math.abs(svg.getBoundingClientRect().width - chart.getBoundingClientRect().width) < 2;
+            return svg && (!chart.matches('.js-plotly-plot') || fitted()); }}""")
     assert page.locator(ERROR).count() == 0
 
 
