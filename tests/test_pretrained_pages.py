@@ -204,3 +204,16 @@ def test_your_own_model_is_kept_while_a_page_that_needs_a_bundled_one_says_why(m
     assert not at.sidebar.info
     at.switch_page("pages/text_explorer.py").run()
     assert at.selectbox(key="model").value == "lm-rope"
+
+
+@pytest.mark.parametrize("model", [GPT2, BERT])
+def test_what_a_head_does_runs_on_a_pretrained_gpt2_and_bert(app, model):
+    text = "the keys to the old cabinet" + (" [MASK] on the table ." if model == BERT else "")
+    at = app(str(PAGES / "head_effects.py"), model=model, text=text, target="the", other="a", intervene="L1H0")
+    ok(at)
+    assert "L1H0 set to its mean output" in markdown(at)
+    at.button(key="predict_head__reveal").click().run()
+    ok(at)
+    assert "lowers ℓ(the) − ℓ(a) the most" in markdown(at)
+    refusal = " ".join(element.value for element in at.info)
+    assert ("post-LN" in refusal) == (model == BERT)  # BERT's final stream is no sum of parts: no attribution
