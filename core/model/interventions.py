@@ -184,6 +184,17 @@ class Intervention:
         return {name: _chain(functions) for name, functions in changes.items()}
 
 
+def per_copy(replacements: list[dict[str, Replacement]]) -> dict[str, Replacement]:
+    """The replacements of a batch whose copy i (of one text) takes replacements[i], each made for a batch of one:
+    many interventions in one forward pass."""
+    def replace_in_copies(name: str) -> Replacement:
+        def replace(tensor: torch.Tensor, **context: torch.Tensor) -> torch.Tensor:
+            return torch.cat([own[name](tensor[i:i + 1], **{k: v[i:i + 1] for k, v in context.items()})
+                              if name in own else tensor[i:i + 1] for i, own in enumerate(replacements)])
+        return replace
+    return {name: replace_in_copies(name) for name in {name for own in replacements for name in own}}
+
+
 def _check_edit(edit: AttentionEdit, cfg: ModelConfig, n_tokens: int) -> None:
     edit.head.check(cfg)
     if not 0 <= edit.query < n_tokens:
