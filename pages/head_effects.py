@@ -116,12 +116,10 @@ def clickable(chart, name: str) -> None:
 
 def prediction_line(chosen: lesson.Candidates, logits: np.ndarray, vocab_of) -> str:
     """"ℓ(are) − ℓ(is) = 6.75 · p(are) 61% · p(is) 1% · likeliest: green" (markdown, candidates escaped)."""
-    row = logits[chosen.position].astype(np.float64)
-    probs = np.exp(row - row.max())
-    probs /= probs.sum()
+    predicted = lesson.prediction(logits, chosen)
     a, b = literal(chosen.target), literal(chosen.other)
-    return (f"ℓ({a}) − ℓ({b}) = **{chosen.difference(logits):+.2f}** · p({a}) {probs[chosen.target_id]:.1%} · "
-            f"p({b}) {probs[chosen.other_id]:.1%} · likeliest: **{literal(vocab_of(int(row.argmax())))}**")
+    return (f"ℓ({a}) − ℓ({b}) = **{predicted.difference:+.2f}** · p({a}) {predicted.p_target:.1%} · "
+            f"p({b}) {predicted.p_other:.1%} · likeliest: **{literal(vocab_of(predicted.likeliest))}**")
 
 
 def candidate_inputs(model: Transformer):
@@ -241,7 +239,7 @@ else:
         st.markdown(f"**{picked} {CHANGES[change].split(' (')[0]}:** " + prediction_line(chosen, after["logits"],
                                                                                        tok.id_to_token)
                     + "  \n**As run:** " + prediction_line(chosen, base["logits"], tok.id_to_token))
-        moved = np.abs(after.patterns() - base.patterns()).max(axis=(2, 3))  # [M, H]
+        moved = lesson.pattern_shift(base, after)  # [M, H]
         col_moved, col_pattern = st.columns([1, 1.4], gap="large")
         with col_moved:
             clickable(head_grid(moved, "largest change of a weight", chosen=picked, font_scale=font_scale()),

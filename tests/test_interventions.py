@@ -288,3 +288,18 @@ def test_a_bad_intervention_on_the_command_line_is_one_clear_line(args, message,
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
     assert not (tmp_path / "r.npz").exists()
+
+
+def test_the_prediction_and_pattern_shift_are_the_passes_own_numbers():
+    model, card = load_model("lm-rope")
+    clean = record_text(model, TEXT, card=card)
+    chosen = lessons.candidates(model, clean, tokenizer(), "are", "is")
+    predicted = lessons.prediction(clean["logits"], chosen)
+    probabilities = torch.softmax(torch.tensor(clean["logits"][chosen.position], dtype=torch.float64), -1)
+    assert predicted.difference == chosen.difference(clean["logits"])
+    assert abs(predicted.p_target - float(probabilities[chosen.target_id])) < 1e-12
+    assert predicted.likeliest == int(probabilities.argmax())
+    ablated = record_intervened(model, TEXT, Intervention(ablations=(Ablation(Head(2, 1)),)), card=card)
+    shift = lessons.pattern_shift(clean, ablated)
+    assert (shift[:3] == 0).all() and shift[3].max() > 0  # only the layer after the ablated one's moves
+    np.testing.assert_array_equal(lessons.attention_on(clean, 6, 2), clean.patterns()[:, :, 6, 2])

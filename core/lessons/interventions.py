@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from core.data import grammar
-from core.model.interventions import Ablation, AttentionEdit, Head, Intervention, InterventionError, Patch
+from core.model.interventions import (Ablation, AttentionEdit, Head, Intervention, InterventionError, Patch,
+                                      per_copy)
 from core.model.recording import Recording, block_hook
 from core.model.transformer import Transformer
 from core.tokenizers.words import MASK
@@ -120,76 +121,34 @@ def ablation_effects(model: Transformer, ids: list[int], chosen: Candidates, cha
                      key: int | None = None, mask=None, pe: str | None = None) -> np.ndarray:
     """Δ logit difference [M, H] when each head alone is zeroed, set to its mean (`means`), patched from `source`
     (the second text's recording, as many tokens) at every position, or ("attend") made to read only token `key`
-    from the predicting position. Runs the passes as batches of copies of the text, copy i changing head i
-    (core.model.interventions' hooks, given per copy)."""
+    from the predicting position: intervention_for each head, run as batches of copies of the text, copy i
+    changing head i (core.model.interventions.per_copy)."""
     cfg = model.cfg
     heads = [Head(layer, head) for layer in range(cfg.n_layers) for head in range(cfg.n_heads)]
-    if change == "attend":
-        hook, make = "attn.hook_pattern", lambda batch, layer: _attend_per_copy(batch, layer, chosen.position, key)
-        if key is None or not 0 <= key < len(ids):
-            raise InterventionError("making a head attend to one token needs that token")
-    else:
-        values = _replacement_values(heads, change, means, source, len(ids))
-        hook, make = "attn.hook_z", lambda batch, layer: _per_copy(batch, layer, values)
+    changed = [intervention_for(head, change, query=chosen.position, key=key).replacements(
+        cfg, len(ids), source, means) for head in heads]
     clean = chosen.difference(model(torch.tensor([ids]), mask=mask, pe=pe).logits[0])
     per_batch = max(1, MAX_BATCH_FLOATS // (len(ids) * cfg.vocab_size))
     differences = []
     for first in range(0, len(heads), per_batch):
-        batch = heads[first:first + per_batch]
-        hooks = {block_hook(layer, hook): make(batch, layer) for layer in range(cfg.n_layers)}
-        logits = model(torch.tensor([ids]).expand(len(batch), -1), mask=mask, pe=pe, intervene=hooks).logits
+        batch = changed[first:first + per_batch]
+        logits = model(torch.tensor([ids]).expand(len(batch), -1), mask=mask, pe=pe, intervene=per_copy(batch)).logits
         differences += [chosen.difference(copy) for copy in logits]
     return (np.array(differences) - clean).reshape(cfg.n_layers, cfg.n_heads)
 
 
 def intervention_for(head: Head, change: str, *, query: int | None = None, key: int | None = None) -> Intervention:
-    """The Intervention that ablation_effects makes for `head` under `change` (one head's change, as its own pass)."""
+    """One head's change, as ablation_effects and the page make it: ablated (zero or mean), patched, or its row of
+    `query` attending to `key` only."""
     if change == "attend":
+        if key is None:
+            raise InterventionError("making a head attend to one token needs that token")
         return Intervention(edits=(AttentionEdit(head, query, key),))
     if change == "patch":
         return Intervention(patches=(Patch("head", head.layer, head.head),))
-    return Intervention(ablations=(Ablation(head, change),))
-
-
-def _replacement_values(heads: list[Head], change: str, means, source: Recording | None,
-                        n_tokens: int) -> dict[Head, torch.Tensor]:
-    """What each head's z [N, K] becomes under `change`."""
-    if change == "zero":
-        return {head: torch.zeros(()) for head in heads}
-    if change == "mean":
-        if means is None:
-            raise InterventionError("mean ablation needs the heads' mean outputs over reference texts")
-        return {head: means[head] for head in heads}
-    if change == "patch":
-        if source is None or source.n_tokens != n_tokens:
-            raise InterventionError("patching every position needs a second text with as many tokens")
-        return {head: source.tensors[block_hook(head.layer, "attn.hook_z")][:, head.head] for head in heads}
-    raise InterventionError(f"a head's output is changed by {', '.join(CHANGES)}, not {change!r}")
-
-
-def _attend_per_copy(batch: list[Head], layer: int, query: int, key: int):
-    """The hook of block `layer`'s pattern in a batch whose copy i makes head batch[i]'s query read only `key`."""
-    def replace(pattern: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:  # [B, H, N, S]
-        if bool(torch.isneginf(scores[:, :, query, key]).any()):
-            raise InterventionError(f"the mask hides token {key} from token {query}: pick a token it can see")
-        pattern = pattern.clone()
-        for copy, head in enumerate(batch):
-            if head.layer == layer:
-                pattern[copy, head.head, query] = 0.0
-                pattern[copy, head.head, query, key] = 1.0
-        return pattern
-    return replace
-
-
-def _per_copy(batch: list[Head], layer: int, values: dict[Head, torch.Tensor]):
-    """The hook of block `layer`'s z in a batch whose copy i changes head batch[i]."""
-    def replace(z: torch.Tensor, **_) -> torch.Tensor:  # [B, N, H, K]
-        z = z.clone()
-        for copy, head in enumerate(batch):
-            if head.layer == layer:
-                z[copy, :, head.head] = values[head].to(z.dtype)
-        return z
-    return replace
+    if change in ("zero", "mean"):
+        return Intervention(ablations=(Ablation(head, change),))
+    raise InterventionError(f"a head is changed by {', '.join(CHANGES)}, not {change!r}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -273,7 +232,33 @@ def _stream_parts(model: Transformer, recording: Recording, n: int) -> dict[str,
 
 def attention_on(recording: Recording, query: int, key: int) -> np.ndarray:
     """[M, H]: how much each head's query `query` reads key `key` (its pattern's weight)."""
-    return recording.patterns()[:, :, query, key]
+    return np.stack([recording.pattern(layer)[:, query, key] for layer in range(recording.n_layers)])
+
+
+def pattern_shift(before: Recording, after: Recording) -> np.ndarray:
+    """[M, H]: the largest change of any attention weight of each head between two passes over one text."""
+    return np.stack([np.abs(after.pattern(layer) - before.pattern(layer)).max(axis=(1, 2))
+                     for layer in range(before.n_layers)])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What one pass predicts at the candidates' position."""
+
+    difference: float  # ℓ_target − ℓ_other
+    p_target: float
+    p_other: float
+    likeliest: int  # the token id with the largest logit
+
+
+def prediction(logits: np.ndarray, chosen: Candidates) -> Prediction:
+    """The candidates' logit difference and probabilities (softmax of the position's logits), and the likeliest
+    token, from logits [N, vocabulary]."""
+    row = np.asarray(logits[chosen.position], dtype=np.float64)
+    probabilities = np.exp(row - row.max())
+    probabilities /= probabilities.sum()
+    return Prediction(chosen.difference(logits), float(probabilities[chosen.target_id]),
+                      float(probabilities[chosen.other_id]), int(row.argmax()))
 
 
 def carrying_head(effects: np.ndarray) -> Head:
