@@ -34,12 +34,12 @@ from core.serving.image_io import (MAX_JPEG_PIXELS, MAX_PIXELS, MAX_UPLOAD_BYTES
                                    ImageInputError, LoadedImage, load_image)
 from pages.ui.drawing import drawing_canvas, drop_drawing_link, start_drawing  # noqa: E402
 from pages.ui.heatmap import heatmap  # noqa: E402
-from pages.ui.models import (IMAGE_PRETRAINED, OPENED, PICK_NEXT, get_model, is_pretrained, model_cards,  # noqa: E402
-                             model_from_link, model_label, models_dir, open_linked_model, open_pretrained_model)
+from pages.ui.models import (IMAGE_PRETRAINED, OPENED, get_model, is_pretrained, model_cards, models_dir,  # noqa: E402
+                             open_linked_model, open_pretrained_model, pick_model)
 from pages.ui.presentation import plotly_chart  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.toggles import APPLY_LABELS, OWN, chosen_setting, resend_on_model_change  # noqa: E402
-from pages.ui.widgets import BIND, keep_in_range, keep_in_url, layer_head_picker, notation_switch  # noqa: E402
+from pages.ui.widgets import BIND, keep_in_range, layer_head_picker, notation_switch  # noqa: E402
 
 IMAGE_TASKS = ("shapes",)
 DEFAULT_MODEL = "vit-learned"
@@ -109,24 +109,12 @@ def read_upload(data: bytes, size: int) -> LoadedImage | str:
 
 def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     """The sidebar model picker (URL key `model`); stops the page with a note when there is no image model yet."""
-    if not cards:
-        st.info(f"No bundled image model yet: vit-learned, vit-none, vit-sinusoidal and vit-mean appear in "
-                f"`{models_dir()}` as training finishes (`python -m core.train`). Reload the page then.", icon="⏳")
-        st.stop()
-    names = [card.name for card in cards]
-    by_name = {card.name: card for card in cards}
-    index = names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names else 0
-    if st.session_state.get(PICK_NEXT) in names:
-        st.session_state["model"] = st.session_state.pop(PICK_NEXT)
-    model_from_link(names)
-    keep_in_url("model")
-    name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
-                                format_func=lambda n: model_label(by_name[n]),
-                                help="A bundled vision transformer: vit-<encoding> read the class from the CLS "
-                                     "token; vit-mean averages all tokens instead. *Worst set* is its lowest "
-                                     "accuracy over the six held-out test sets (the sample *Kind* picker shows "
-                                     "each set, with the model's accuracy on it).")
-    card = by_name.get(name, cards[index])
+    card = pick_model(
+        cards, DEFAULT_MODEL, f"No bundled image model yet: vit-learned, vit-none, vit-sinusoidal and vit-mean appear "
+        f"in `{models_dir()}` as training finishes (`python -m core.train`). Reload the page then.",
+        "A bundled vision transformer: vit-<encoding> read the class from the CLS token; vit-mean averages all tokens "
+        "instead. *Worst set* is its lowest accuracy over the six held-out test sets (the sample *Kind* picker shows "
+        "each set, with the model's accuracy on it).")
     cfg = card.config
     rows = cfg.image_size // cfg.patch_size
     readout = "CLS token at n = 0" if cfg.uses_cls else "mean over all tokens (no CLS)"

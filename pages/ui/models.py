@@ -195,12 +195,19 @@ def model_from_link(names: list[str]) -> None:
         st.session_state["model"] = linked  # written to the URL, as its label, on the next run (keep_in_url)
 
 
-def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL, on_change=None) -> ModelCard:
-    """The sidebar model picker (URL key `model`; `on_change`: called when the class picks a model in it); stops
-    the page with a note when there is no model yet."""
+TEXT_MODEL_HELP = (
+    "A bundled model: lm-<encoding> are language models trained with that position encoding; "
+    "“your run” marks a model saved from the Live training page. In brackets, its main figure on held-out "
+    "text: *agreement* is how often a language model prefers the verb that agrees with its subject across "
+    "another noun (“the keys to the cabinet **are**”; chance is 50%), *accuracy* how often an image model "
+    "names the shape, *exact match* how often a task model gets the whole answer right.")
+
+
+def pick_model(cards: list[ModelCard], default: str, empty_note: str, help: str, on_change=None) -> ModelCard:
+    """The sidebar's model drop-down (URL key `model`) over `cards`, `default` first chosen, a model just opened
+    or named by a link taken; the chosen card. With no card, `empty_note` and the page stops."""
     if not cards:
-        st.info(f"No bundled text model yet: they appear in `{models_dir()}` as training finishes "
-                "(`python -m core.train`). Reload the page then.", icon="⏳")
+        st.info(empty_note, icon="⏳")
         st.stop()
     names = [card.name for card in cards]
     by_name = {card.name: card for card in cards}
@@ -209,15 +216,16 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
         st.session_state["model"] = st.session_state.pop(PICK_NEXT)
     model_from_link(names)
     keep_in_url("model")
-    name = st.sidebar.selectbox(
-        "Model", names, index=index, key="model", bind=BIND, format_func=lambda n: model_label(by_name[n]),
-        on_change=on_change,
-        help="A bundled model: lm-<encoding> are language models trained with that position encoding; "
-             "“your run” marks a model saved from the Live training page. In brackets, its main figure on held-out "
-             "text: *agreement* is how often a language model prefers the verb that agrees with its subject across "
-             "another noun (“the keys to the cabinet **are**”; chance is 50%), *accuracy* how often an image model "
-             "names the shape, *exact match* how often a task model gets the whole answer right.")
-    card = by_name.get(name, cards[index])
+    name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
+                                format_func=lambda n: model_label(by_name[n]), on_change=on_change, help=help)
+    return by_name.get(name, cards[index])
+
+
+def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL, on_change=None) -> ModelCard:
+    """The sidebar model picker of text models (pick_model; `on_change`: called when the class picks a model in it)
+    and what the chosen one is; stops the page with a note when there is no model yet."""
+    card = pick_model(cards, default, f"No bundled text model yet: they appear in `{models_dir()}` as training "
+                      "finishes (`python -m core.train`). Reload the page then.", TEXT_MODEL_HELP, on_change)
     cfg = card.config
     st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
