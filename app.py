@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from pages.ui.history import one_entry_per_page, restore_shared_params
 from pages.ui.presentation import presenter_mode
 from pages.ui.safety import drop_non_finite_numbers
 from pages.ui.store import recorder
@@ -52,6 +53,8 @@ def training_processes() -> None:
 training_processes()
 recorder()  # started with the first page: its thread faults in the recordings' memory while that page loads
 pg = st.navigation(PAGES)
+restore_shared_params()  # before the page's widgets: Back restores the typed text too
 drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itself would crash on inf in a link
+one_entry_per_page()  # Back goes to the previous page, not to the same page with less of its state
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page
 pg.run()

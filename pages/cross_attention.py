@@ -28,6 +28,7 @@ from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqRecording, Tran
                                 alignment_mass, list_seq2seq_cards, load_seq2seq, run_translation)
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
+from pages.ui.models import remember_model, this_family_model  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.text_input import known_words_expander, warn_unknown  # noqa: E402
@@ -127,9 +128,11 @@ def seq2seq_picker() -> Seq2SeqCard:
                 "(about ten minutes on a CPU), then reload the page.", icon="⏳")
         st.stop()
     names = [card.name for card in cards]
+    this_family_model("seq2seq", names)
     name = st.sidebar.selectbox("Encoder–decoder", names, index=names.index(DEFAULT_MODEL) if DEFAULT_MODEL in names
                                 else 0, key="model", bind=BIND,
                                 help="A bundled encoder–decoder translating English into Tailish.")
+    remember_model("seq2seq", name)
     card = cards[names.index(name)] if name in names else cards[0]
     cfg, heldout = card.config, card.metrics.get("heldout", {})
     scores = ""

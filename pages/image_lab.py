@@ -114,7 +114,7 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
         f"in `{models_dir()}` as training finishes (`python -m core.train`). Reload the page then.",
         "A bundled vision transformer: vit-<encoding> read the class from the CLS token; vit-mean averages all tokens "
         "instead. *Worst set* is its lowest accuracy over the six held-out test sets (the sample *Kind* picker shows "
-        "each set, with the model's accuracy on it).")
+        "each set, with the model's accuracy on it).", "image")
     cfg = card.config
     rows = cfg.image_size // cfg.patch_size
     readout = "CLS token at n = 0" if cfg.uses_cls else "mean over all tokens (no CLS)"

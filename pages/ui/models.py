@@ -203,9 +203,11 @@ TEXT_MODEL_HELP = (
     "names the shape, *exact match* how often a task model gets the whole answer right.")
 
 
-def pick_model(cards: list[ModelCard], default: str, empty_note: str, help: str, on_change=None) -> ModelCard:
-    """The sidebar's model drop-down (URL key `model`) over `cards`, `default` first chosen, a model just opened
-    or named by a link taken; the chosen card. With no card, `empty_note` and the page stops."""
+def pick_model(cards: list[ModelCard], default: str, empty_note: str, help: str, family: str,
+               on_change=None) -> ModelCard:
+    """The sidebar's model drop-down (URL key `model`) over `cards` of one `family` ("text", "image"), `default`
+    first chosen, a model just opened, named by a link or last chosen in this family taken; the chosen card. With
+    no card, `empty_note` and the page stops."""
     if not cards:
         st.info(empty_note, icon="⏳")
         st.stop()
@@ -215,17 +217,42 @@ def pick_model(cards: list[ModelCard], default: str, empty_note: str, help: str,
     if st.session_state.get(PICK_NEXT) in names:
         st.session_state["model"] = st.session_state.pop(PICK_NEXT)
     model_from_link(names)
+    this_family_model(family, names, lambda name: model_label(by_name[name]))
     keep_in_url("model")
     name = st.sidebar.selectbox("Model", names, index=index, key="model", bind=BIND,
                                 format_func=lambda n: model_label(by_name[n]), on_change=on_change, help=help)
+    remember_model(family, name)
     return by_name.get(name, cards[index])
+
+
+CHOSEN = "model_chosen"  # session state: the model last chosen in each family of pickers (text, image, seq2seq)
+
+
+def this_family_model(family: str, names: list[str], label=str) -> None:
+    """Call before drawing a picker (key `model`, options `names` shown as `label(name)`) of one family of models.
+    Every page's picker shares the key, so a text model chosen on the explorer would reach the image page's picker
+    and its address bar (image_lab?model=lm-rope), and the image model back on the explorer. A value not among
+    `names` gives way to this family's last choice, also in the address bar, or to the page's default."""
+    if st.session_state.get("model") in names:
+        return
+    chosen = st.session_state.get(CHOSEN, {}).get(family)
+    if chosen in names:
+        st.session_state["model"] = chosen
+        st.query_params["model"] = label(chosen)  # not bound yet on this page: Streamlit would not write it itself
+    else:
+        st.session_state.pop("model", None)
+
+
+def remember_model(family: str, name: str) -> None:
+    """The model this family's picker shows now, for this_family_model on the next page of the family."""
+    st.session_state.setdefault(CHOSEN, {})[family] = name
 
 
 def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL, on_change=None) -> ModelCard:
     """The sidebar model picker of text models (pick_model; `on_change`: called when the class picks a model in it)
     and what the chosen one is; stops the page with a note when there is no model yet."""
     card = pick_model(cards, default, f"No bundled text model yet: they appear in `{models_dir()}` as training "
-                      "finishes (`python -m core.train`). Reload the page then.", TEXT_MODEL_HELP, on_change)
+                      "finishes (`python -m core.train`). Reload the page then.", TEXT_MODEL_HELP, "text", on_change)
     cfg = card.config
     st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "

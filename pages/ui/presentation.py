@@ -26,6 +26,8 @@ LAYOUT_CSS = """<style>
 /* A laptop with the sidebar open: less empty margin beside the page, more room for its charts. */
 @media (max-width: 1280px) {
   [data-testid="stMainBlockContainer"] { padding-left: 2rem; padding-right: 2rem; } }
+/* The history script (pages/ui/history.py) draws nothing: no gap for it in the sidebar. */
+.st-key-history_entries { display: none; }
 </style>"""
 
 

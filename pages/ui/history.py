@@ -1,0 +1,66 @@
+"""One browser-history entry per page visit.
+
+Streamlit's frontend pushes a history entry each time a run changes the address bar's query string (its
+handlePageInfoChanged), not only when the page changes: opening a page whose widgets write their values to the URL
+(bind="query-params") added three or four entries, so Back showed the same page again and again, each time with
+part of its state. A small script, mounted once per page, makes a push that keeps the path (only the query
+string changes) replace the current entry: Back then goes to the previous page. On leaving a page Streamlit also
+clears its query string from the entry it leaves; the script puts it back, so Back finds that page as it was left
+(the typed text, the model, the layer), not its defaults.
+
+On Back, Streamlit also drops from the address every parameter that a widget of another page bound last (its
+filter for parameters left over from another page); our pages share keys (`text`, `model`, `layer`), so the
+restored address lost exactly the state it came back for. restore_shared_params takes the address as it is.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+from streamlit.runtime.state.session_state_proxy import get_session_state
+
+# Runs in the page's own window (components v2 have no iframe). Installed once per window.
+_JS = """
+export default function () {
+  if (window.__attentionLabHistory) return;
+  window.__attentionLabHistory = true;
+  const history = window.history;
+  const push = history.pushState.bind(history);
+  const replace = history.replaceState.bind(history);
+  const target = (url) => new URL(url ?? window.location.href, window.location.href);
+  let cleared = null; // this entry's address before Streamlit cleared its query string on leaving the page
+  history.replaceState = function (state, title, url) {
+    const next = target(url);
+    const leaving = next.pathname === window.location.pathname && !next.search && window.location.search;
+    cleared = leaving ? window.location.href : null;
+    return replace(state, title, url);
+  };
+  history.pushState = function (state, title, url) {
+    if (target(url).pathname === window.location.pathname) return history.replaceState(state, title, url);
+    if (cleared) replace(history.state, "", cleared); // Back returns to the page as it was left
+    cleared = null;
+    return push(state, title, url);
+  };
+}
+"""
+_component = st.components.v2.component("attention_lab.history", js=_JS)
+
+
+def one_entry_per_page() -> None:
+    """Mount the script (it draws nothing)."""
+    with st.sidebar:
+        _component(key="history_entries")
+
+
+def restore_shared_params() -> None:
+    """Call before the page runs: on Back or Forward, every parameter of the restored address seeds its widget.
+    The address is the page's own (one entry per page visit, its query string kept), so no other page's state
+    comes with it. Uses Streamlit's session internals (pinned Streamlit; tests/test_browser_history.py fails if
+    they change)."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not ctx.is_history_navigation:
+        return
+    with get_session_state().query_params() as params:
+        params.populate_from_query_string(ctx.query_string)
+        params.set_initial_query_params_from_current()
+        params._send_query_param_msg()  # the filter sent the address without them: put them back
