@@ -33,7 +33,7 @@ from core.model.run import TextInputError, encode_text, length_refusal, tokenize
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import bundled_model_picker, get_model, models_dir, text_cards  # noqa: E402
-from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.presentation import chart, font_scale  # noqa: E402
 from pages.ui.safety import show_input_error  # noqa: E402
 from pages.ui.store import Setting, get_recording  # noqa: E402
 from pages.ui.text_input import DEFAULT_TEXT  # noqa: E402
@@ -212,7 +212,8 @@ def bias_section(card, cards) -> None:
         slopes = ", ".join(f"m_{h} = {m:.4g}" for h, m in enumerate(alibi_slopes(model.cfg.n_heads).tolist()))
         st.caption(f"ALiBi (Press et al.): b[h, i, j] = −m_h |i − j|, slopes {slopes}. The same for every model "
                    "with this many heads; blank cells are keys the model's mask hides, where no bias is used.")
-    chart(bias_heatmaps(bias, title=f"{kind}: bias per head, query i × key j"), key="bias_chart",
+    chart(bias_heatmaps(bias, title=f"{kind}: bias per head, query i × key j", cols=2 if font_scale() > 1 else None),
+          key="bias_chart",
           filename=f"{kind}_bias_L{layer}")
     chart(bias_offset_lines(offsets, values, title="the same biases against the offset j − i"),
           key="bias_offset_chart", filename=f"{kind}_bias_by_offset_L{layer}")

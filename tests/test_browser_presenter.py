@@ -110,3 +110,28 @@ def test_mask_editor_labels_grow_in_presenter_mode(server, page):
             .map(el => parseFloat(getComputedStyle(el).fontSize))""")
         assert len(sizes[presenter]) >= 2 * 12  # every query's and every key's label
     assert min(sizes[True]) >= 1.5 * max(sizes[False])
+
+
+@MODES
+@pytest.mark.parametrize("path", ["", "image_lab"])
+def test_the_sidebar_shows_the_whole_model_name(server, page, path, presenter):
+    """The sidebar's model drop-down (an input, which cannot wrap) cut "lm-rope (agreement 100%)" at 1024 px."""
+    visit(page, server, path, presenter)
+    field = page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.locator("input")
+    field.wait_for()
+    assert field.evaluate("el => el.scrollWidth <= el.clientWidth"), field.input_value()
+
+
+ALIBI = ("[...document.querySelectorAll('.js-plotly-plot')]"
+         ".find(c => c.querySelector('.gtitle')?.textContent.startsWith('alibi: bias per head'))")
+
+
+def test_alibi_panels_grow_in_presenter_mode(server, page):
+    """Four ALiBi heads side by side left each panel about 80 px wide on a projector; presenter mode puts two a row."""
+    widths = {}
+    for presenter in (False, True):
+        visit(page, server, "positions_lab", presenter, ALIBI)
+        widths[presenter] = page.evaluate(f"""() => [...({ALIBI}).querySelectorAll('.heatmaplayer image')]
+            .map(el => el.getBoundingClientRect().width)""")
+        assert len(widths[presenter]) == 4  # one panel per head
+    assert min(widths[True]) >= 1.5 * max(widths[False])

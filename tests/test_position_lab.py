@@ -227,6 +227,11 @@ def test_bias_and_permutation_figures_keep_the_numbers():
     assert len(fig.data) == model.cfg.n_heads
     z = np.asarray(fig.data[0].z, dtype=np.float64)
     assert np.isnan(z[0, 1]) and z[4, 0] == pytest.approx(bias[0, 4, 0], abs=1e-4)  # hidden cells stay blank
+    wrapped = bias_heatmaps(np.concatenate([bias, bias]), cols=2)  # presenter mode: 4 heads, 2 a row
+    assert [(trace.xaxis, trace.yaxis) for trace in wrapped.data] == [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x4", "y4")]
+    assert wrapped.layout.yaxis3.domain[1] < wrapped.layout.yaxis.domain[0]  # heads 2, 3 on a second row
+    assert wrapped.layout.xaxis2.domain == wrapped.layout.xaxis4.domain  # in the same columns as heads 0, 1
+    assert wrapped.layout.height > fig.layout.height
     changes = [np.zeros((3, 4)), np.full((3, 4), 0.5)]
     grid = permutation_grid(changes, ["a", "b"], ["w", "x", "y", "z"], ["embed", "after L0", "after L1"])
     assert [trace.zmax for trace in grid.data] == [0.5, 0.5]  # one shared scale: white means the same in both

@@ -154,30 +154,35 @@ def rope_pair_figure(before: np.ndarray, after: np.ndarray, angle: np.ndarray, t
 # Biases per head
 # ---------------------------------------------------------------------------------------------------------
 
-def bias_heatmaps(bias: np.ndarray, *, title: str = "") -> go.Figure:
-    """b[h, i, j] of every head [H, N, N] side by side on one scale centred on 0. NaN cells (keys the model's
-    mask hides, where the bias is never used) are left blank."""
+def bias_heatmaps(bias: np.ndarray, *, title: str = "", cols: int | None = None) -> go.Figure:
+    """b[h, i, j] of every head [H, N, N] on one scale centred on 0, `cols` panels a row (all in one row by
+    default; presenter mode's large type asks for 2, so that each panel stays readable on a projector). NaN cells
+    (keys the model's mask hides, where the bias is never used) are left blank."""
     bias = np.asarray(bias)
     h, n, _ = bias.shape
+    cols = min(cols or h, h)
+    rows = -(-h // cols)
     limit = _limit(bias)
-    fig = make_subplots(rows=1, cols=h, subplot_titles=[f"head {i}" for i in range(h)],
-                        horizontal_spacing=min(0.03, 0.5 / max(h - 1, 1)))  # no tick labels between
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {i}" for i in range(h)],
+                        horizontal_spacing=min(0.03, 0.5 / max(cols - 1, 1)),  # no tick labels between
+                        vertical_spacing=0.12 if rows > 1 else None)
     for head in range(h):
         fig.add_trace(go.Heatmap(
             z=_rounded(bias[head]), zmin=-limit, zmax=limit, colorscale=SIGNED_COLORSCALE, showscale=head == h - 1,
             hoverongaps=False, name=f"head {head}",
             colorbar=dict(title=dict(text="bias b", side="right"), thickness=12),
             hovertemplate=f"head {head}<br>query i = %{{y}}<br>key j = %{{x}}<br>b = %{{z:.3f}}<extra></extra>"),
-            row=1, col=head + 1)
-    fig.update_xaxes(showgrid=False, zeroline=False, constrain="domain", title_text="key j")
+            row=head // cols + 1, col=head % cols + 1)
+    fig.update_xaxes(showgrid=False, zeroline=False, constrain="domain")
     fig.update_yaxes(showgrid=False, zeroline=False, autorange="reversed", constrain="domain")
-    fig.update_yaxes(title_text="query i", row=1, col=1)
-    for col in range(2, h + 1):  # the same queries as the first panel's: no labels crowding the panel before
-        fig.update_yaxes(showticklabels=False, row=1, col=col)
-    for index in range(1, h + 1):  # square cells
-        fig.update_layout({f"yaxis{'' if index == 1 else index}": dict(scaleanchor=f"x{'' if index == 1 else index}")})
+    for head in range(h):
+        row, col, index = head // cols + 1, head % cols + 1, "" if head == 0 else head + 1
+        fig.update_xaxes(title_text="key j" if head + cols >= h else None, row=row, col=col)
+        # the same queries as the row's first panel: no labels crowding the panel before
+        fig.update_yaxes(title_text="query i" if col == 1 else None, showticklabels=col == 1, row=row, col=col)
+        fig.update_layout({f"yaxis{index}": dict(scaleanchor=f"x{index}")})  # square cells
     fig.update_annotations(font=dict(size=12))
-    return _layout(fig, title, 330)
+    return _layout(fig, title, 330 + 270 * (rows - 1))
 
 
 def bias_offset_lines(offsets: np.ndarray, values: np.ndarray, *, title: str = "") -> go.Figure:
