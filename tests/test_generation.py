@@ -11,7 +11,7 @@ import pytest
 import torch
 from tiny_models import tiny_model
 
-from core.figures.generation import CELL_SELECTION, generation_spec, mask_grid, next_token_bars
+from core.figures.generation import CELL_SELECTION, GRID_SHARE, generation_spec, mask_grid, next_token_bars
 from core.lessons.generation import Sampling, cache_check, choose, generate, next_token_distribution
 from core.model.config import POSITION_ENCODINGS, ConfigError
 from core.model.masks import (MASK_PRESETS, MAX_CELLS_CHARS, MaskPreset, MaskSpec, block_sparse_mask, build_mask,
@@ -276,6 +276,15 @@ def test_mask_grid_grows_its_type_in_presenter_mode():
             "labelFontSize"]
     assert large["encoding"]["color"]["legend"]["labelFontSize"] > normal["encoding"]["color"]["legend"]["labelFontSize"]
     assert large["width"] > normal["width"] == 440  # the larger labels leave the cells room
+
+
+def test_mask_grid_labels_stay_within_their_rows_on_a_long_text():
+    """Presenter mode's 20 px labels on 31 rows of about 10 px ran into each other: a label is no taller than its row."""
+    n = 31
+    spec = mask_grid(build_mask(MaskSpec("causal"), n).numpy(), [f"w{i}" for i in range(n)], font_scale=20 / 12).to_dict()
+    row_px = GRID_SHARE * spec["width"] / n  # the cells' share of the chart
+    for axis in ("x", "y"):
+        assert 7 <= spec["encoding"][axis]["axis"]["labelFontSize"] <= row_px
 
 
 def test_generation_figures_mark_the_newest_row_and_the_chosen_token():

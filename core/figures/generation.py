@@ -34,6 +34,10 @@ def _plain_labels(tokens: Sequence[str]) -> list[str]:
 # The mask editor
 # ---------------------------------------------------------------------------------------------------------
 
+GRID_SHARE = 0.7  # about how much of the mask grid's width its cells take (the labels take the rest)
+MIN_LABEL_PX = 7  # below this a label cannot be read at all: past ~45 tokens they overlap again
+
+
 def mask_grid(allowed: np.ndarray, tokens: Sequence[str], *, size_px: int = 440, font_scale: float = 1.0) -> alt.Chart:
     """The [N(query), N(key)] allowed-matrix as a grid of cells: blue allowed, grey masked, orange the cells of a
     query that may attend to nothing. Clicking a cell selects it (selection "cell", fields query and key).
@@ -50,9 +54,11 @@ def mask_grid(allowed: np.ndarray, tokens: Sequence[str], *, size_px: int = 440,
     frame = pd.DataFrame({"query": query.ravel(), "key": key.ravel(), "state": state.ravel(),
                           "query token": np.array(labels)[query.ravel()], "key token": np.array(labels)[key.ravel()]})
     selection = alt.selection_point(name=CELL_SELECTION, fields=["query", "key"], on="click")
-    text = dict(labelFontSize=round(12 * font_scale), titleFontSize=round(13 * font_scale),
-                labelLimit=round(120 * font_scale))
     size = round(size_px * font_scale ** 0.5)
+    # A label no taller than its row: presenter mode's type on 30 rows ran the labels into each other.
+    row_px = GRID_SHARE * size / n
+    label_px = max(MIN_LABEL_PX, min(round(12 * font_scale), round(0.9 * row_px)))
+    text = dict(labelFontSize=label_px, titleFontSize=round(13 * font_scale), labelLimit=round(120 * font_scale))
     return alt.Chart(frame).mark_rect(stroke="white", strokeWidth=1, cursor="pointer").encode(
         x=alt.X("key token:O", sort=labels, title="key n′ (attended to)",
                 axis=alt.Axis(labelAngle=-60, orient="top", labelOverlap=False, **text)),
