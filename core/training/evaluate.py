@@ -6,8 +6,9 @@
 Grammar LMs: next-token perplexity beside unigram and bigram baselines, and subject-verb agreement across
 an attractor; the masked-token model's accuracy, also by the kind of the masked word. Reversal/sort: exact match
 with greedy decoding and the best head's attention to the token it must copy. Copy: accuracy on the second repeat and the best head's induction score. Shapes: accuracy on each
-held-out test set (plain, cluttered, drawn, off-centre, empty), on the image page's drawing templates, and how much
-of the CLS token's rollout falls on the object's patches.
+held-out test set (plain, cluttered, drawn, off-centre, empty), on each condition of drawings and photos as a class
+makes them (core.data.student_drawings, drawn apart from the training generator), on the image page's drawing
+templates, and how much of the CLS token's rollout falls on the object's patches.
 """
 
 from __future__ import annotations

@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         preset = with_sketches(table[name]) if args.sketches and table[name].task == "shapes" else table[name]
         seeds = args.seeds or preset.seeds
-        path = (train_seeds(preset, list(seeds), args.out, args.seeds_dir, device=args.device) if seeds
+        path = (train_seeds(preset, list(seeds), args.out, seeds_dir=args.seeds_dir, device=args.device) if seeds
                 else train_preset(preset, args.out, device=args.device))
         print(f"saved {path}")
     return 0
