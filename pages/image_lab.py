@@ -25,7 +25,7 @@ from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, NOT
                               generate_test_set, mask_grid, template_cells)
 from core.figures.canvas import image_overlay_spec  # noqa: E402
 from core.figures.images import class_probability_bars, figure2_strip, image_with_grid  # noqa: E402
-from core.lessons.vision import (ImageRecording, image_encodings, patch_attention, patch_token,  # noqa: E402
+from core.lessons.vision import (ImageRecording, confidence_note, image_encodings, patch_attention, patch_token,  # noqa: E402
                                  readout_attention, record_image, rollout_grid)
 from core.model import registry  # noqa: E402
 from core.model.checkpoint import ModelCard  # noqa: E402
@@ -80,6 +80,16 @@ def run_image(model: str, image: np.ndarray, pe: str | None, directory: str) -> 
         return record_image(transformer, image, pe=pe, meta={"model": model}, classes=card.training.get("labels"))
     except (ConfigError, ValueError, registry.UnknownModelError) as error:
         return str(error)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def trust_note(model: str, image: np.ndarray, pe: str | None, directory: str) -> str | None:
+    """The note that the label is a guess (core.lessons.vision.confidence_note), or None: for our own models."""
+    transformer, card = get_model(model, directory)
+    if is_pretrained(card):
+        return None
+    note = confidence_note(transformer, run_image(model, image, pe, directory), pe)
+    return note.text if note else None
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -365,12 +375,14 @@ def verdict(model_name: str, run: ImageRecording, true_label: int | None) -> str
     return f"**{model_name}** says **{run.predicted_class}** ({run.probabilities[run.predicted]:.1%}){right}"
 
 
-def drawing_verdict(slot: DeltaGenerator, model_name: str, run: ImageRecording) -> None:
-    """Beside the canvas, so a stroke's effect is seen without scrolling: the verdict and the next likeliest
-    classes."""
+def drawing_verdict(slot: DeltaGenerator, model_name: str, run: ImageRecording, note: str | None) -> None:
+    """Beside the canvas, so a stroke's effect is seen without scrolling: the verdict, the note that it is a guess
+    if it is one, and the next likeliest classes."""
     order = np.argsort(run.probabilities)[::-1]
     with slot.container():
         st.markdown("**Prediction**  \n" + verdict(model_name, run, None))
+        if note:
+            st.warning(note, icon="⚠️")
         st.caption("Next: " + ", ".join(f"{run.classes[i]} {run.probabilities[i]:.1%}" for i in order[1:3])
                    + ". The bars, the patches and the attention are below.")
 
@@ -401,8 +413,9 @@ run = run_image(model_name, image, pe, str(models_dir()))
 if isinstance(run, str):
     show_input_error(run)
     st.stop()
+note = trust_note(model_name, image, pe, str(models_dir()))
 if verdict_slot is not None:
-    drawing_verdict(verdict_slot, model_name, run)
+    drawing_verdict(verdict_slot, model_name, run, note)
 model, _ = get_model(model_name, str(models_dir()))
 rec = run.recording
 cfg = rec.config
@@ -418,6 +431,8 @@ col_image, col_prediction = st.columns([1, 1], gap="large")
 with col_prediction:
     st.subheader("Prediction")
     st.markdown(verdict(model_name, run, true_label))
+    if note:
+        st.warning(note, icon="⚠️")
     plotly_chart(class_probability_bars(run.probabilities, run.classes, true_label), key="probability_chart",
                     config=NO_BAR)
     readout = ("the CLS token x₀ after the last block" if cfg.uses_cls

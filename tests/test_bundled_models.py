@@ -241,3 +241,17 @@ def test_a_bidirectional_model_is_probed_on_the_whole_sentence_with_the_verb_mas
         at = ids.index(tokenizer.mask_id)
         assert ids[:at] == tokenizer.encode(example.prefix).ids and ids[-1] == tokenizer.eos_id
         assert tokenizer.decode(ids[at + 1:-1]).split() == example.suffix.split()
+
+
+@pytest.mark.parametrize("name", VISION_MODELS)
+def test_every_vision_model_scores_what_its_card_says_on_every_drawing_and_photo_condition(name):
+    """Issue 35's held-out conditions (core.data.student_drawings: drawn apart from the training generator, through
+    the upload path), measured afresh, are the card's figures; blank pages are split by the strength of the ramp."""
+    from core.data import student_drawings
+    from core.training.evaluate import condition_accuracies
+
+    model, card = bundled(name)
+    conditions, blank = condition_accuracies(model)
+    assert list(conditions) == list(student_drawings.CONDITIONS)
+    assert conditions == card.metrics["conditions"] and blank == card.metrics["blank_by_ramp"]
+    assert card.metrics["headline"]["worst_condition"] == min(conditions.values())

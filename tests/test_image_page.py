@@ -216,7 +216,7 @@ def test_a_drawing_link_reopens_the_drawing_and_its_prediction(app, models_dir):
 def test_a_bad_drawing_link_gives_a_note_and_a_blank_grid(app, value):
     at = app(source="draw", start="cross", drawing=value)
     ok(at)
-    [warning] = at.warning
+    [warning] = [w for w in at.warning if "guessing" not in w.value]  # a random tiny model's label is also a guess
     assert warning.value.startswith("This link's drawing can't be read (") and "starts blank" in warning.value
     assert value not in warning.value
     assert canvas(at)["cells"] == at.query_params["drawing"] == "A" * 43

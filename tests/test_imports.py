@@ -14,7 +14,7 @@ ALLOWED = {
     "tokenizers": set(),
     "serving": set(),
     "model": {"tokenizers"},
-    "data": {"tokenizers"},
+    "data": {"tokenizers", "serving"},
     "lessons": {"model", "tokenizers", "data"},
     "training": {"model", "tokenizers", "data", "lessons"},
     "figures": {"model", "tokenizers", "data", "lessons", "serving"},

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import torch
 from PIL import Image
 
-from core.data.images import CLASSES, downsample_mask, mask_grid  # noqa: F401 (the page draws with them)
+from core.data.images import CLASSES, downsample_mask, generate_dataset, mask_grid  # noqa: F401 (the page draws)
 from core.lessons.analysis import rollout
 from core.model.config import PARAMETER_FREE_ENCODINGS
 from core.model.patches import images_to_tensor, patch_grid, patchify
@@ -202,3 +203,80 @@ def rollout_grid(run: ImageRecording, source: int | None = None) -> tuple[np.nda
     if cfg.uses_cls:
         return row[1:].reshape(rows, cols), float(row[0]), what
     return row.reshape(rows, cols), None, what
+
+
+# ---------------------------------------------------------------------------------------------------------
+# How far to trust the label (issue 35): unsure, or an image unlike any the model learned from
+# ---------------------------------------------------------------------------------------------------------
+
+UNSURE_BELOW = 0.6  # a top probability below this is called unsure
+REFERENCE_IMAGES, REFERENCE_SEED = 2100, 3  # images of the training mix (a seed no training or test set uses)
+FAMILIAR_QUANTILE = 0.99  # an image is unfamiliar when its readout is farther from every class than 99 % of those
+
+
+@dataclass(frozen=True)
+class Familiarity:
+    """The readout vectors' class centres on the reference images and how far from them a familiar image lies."""
+
+    centres: np.ndarray  # [classes, D], the mean readout of each class's reference images
+    threshold: float  # FAMILIAR_QUANTILE of the reference images' distance to their nearest centre
+
+
+@torch.no_grad()
+def readout_vectors(model: Transformer, images: np.ndarray, pe: str | None = None) -> np.ndarray:
+    """What the classifier's linear map reads for each uint8 image [B, H, W, 3] (pe: as record_image's): the final
+    CLS token, or the mean of the final tokens (vit-mean), [B, D]."""
+    seen = []
+    handle = model.unembed.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    try:
+        model(images_to_tensor(images), pe=pe)
+    finally:
+        handle.remove()
+    return seen[0].numpy()
+
+
+def _nearest_distance(vectors: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(vectors[:, None] - centres[None], axis=-1).min(axis=1)  # [B]
+
+
+@lru_cache(maxsize=8)
+def familiarity(model: Transformer) -> Familiarity:
+    """The model's readouts of REFERENCE_IMAGES images drawn as its training images are (core.data.images, the
+    training mix, another seed): each class's centre and the distance within which 99 % of them lie."""
+    images, labels, _ = generate_dataset(REFERENCE_IMAGES, REFERENCE_SEED)
+    vectors = readout_vectors(model, images)
+    centres = np.stack([vectors[labels == label].mean(axis=0) for label in range(model.cfg.n_classes)])
+    return Familiarity(centres, float(np.quantile(_nearest_distance(vectors, centres), FAMILIAR_QUANTILE)))
+
+
+@dataclass(frozen=True)
+class ConfidenceNote:
+    """Why the label should not be taken at its word: `unsure` (top probability below UNSURE_BELOW) and/or
+    `unfamiliar` (the readout farther from every class centre than `threshold`); text for the page."""
+
+    unsure: bool
+    unfamiliar: bool
+    top_probability: float
+    distance: float
+    threshold: float
+
+    @property
+    def text(self) -> str:
+        reasons = []
+        if self.unfamiliar:
+            reasons.append("this image is unlike the drawings and shapes it learned from: what it reads lies "
+                           "farther from every class than it does for 99 % of its training images")
+        if self.unsure:
+            reasons.append(f"its top class has only {self.top_probability:.0%} of the probability")
+        return "The model is guessing here: " + "; and ".join(reasons) + ". Read the label as a guess, not a fact."
+
+
+def confidence_note(model: Transformer, run: ImageRecording, pe: str | None = None) -> ConfidenceNote | None:
+    """A note when the model's label should not be trusted (ConfidenceNote), else None; pe: the encoding the run
+    used (record_image's). For our own vision models (a pretrained one has other classes and no reference images
+    here)."""
+    reference = familiarity(model)
+    distance = float(_nearest_distance(readout_vectors(model, run.image[None], pe), reference.centres)[0])
+    top = float(run.probabilities.max())
+    note = ConfidenceNote(top < UNSURE_BELOW, distance > reference.threshold, top, distance, reference.threshold)
+    return note if note.unsure or note.unfamiliar else None

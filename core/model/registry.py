@@ -207,7 +207,8 @@ def _readable_cards(sources: list[str]) -> list[ModelCard]:
 
 QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction); most telling first
     "agreement": ("agreement", True), "ppl": ("perplexity", False), "masked_acc": ("masked-token accuracy", True),
-    "exact": ("exact match", True), "worst_set": ("worst set", True), "accuracy": ("accuracy", True),
+    "exact": ("exact match", True), "worst_set": ("worst set", True),
+    "worst_condition": ("worst drawing or photo condition", True), "accuracy": ("accuracy", True),
     "templates": ("drawing templates right", True), "induction_score": ("induction score", True),
     "mirrored_attention": ("attention on the mirrored token", True), "rollout_on_object": ("rollout on the object", True),
 }

@@ -6,8 +6,9 @@
 Grammar LMs: next-token perplexity beside unigram and bigram baselines, and subject-verb agreement across
 an attractor; the masked-token model's accuracy, also by the kind of the masked word. Reversal/sort: exact match
 with greedy decoding and the best head's attention to the token it must copy. Copy: accuracy on the second repeat and the best head's induction score. Shapes: accuracy on each
-held-out test set (plain, cluttered, drawn, off-centre, empty), on the image page's drawing templates, and how much
-of the CLS token's rollout falls on the object's patches.
+held-out test set (plain, cluttered, drawn, off-centre, empty), on each condition of drawings and photos as a class
+makes them (core.data.student_drawings, drawn apart from the training generator), on the image page's drawing
+templates, and how much of the CLS token's rollout falls on the object's patches.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from core.data import algorithmic, grammar
+from core.data import algorithmic, grammar, student_drawings
 from core.data.images import CLASSES, TEST_SETS, mask_grid, template_cells
 from core.lessons.analysis import best_head, induction_score, mirrored_score, rollout
 from core.model.checkpoint import ModelCard, load_checkpoint, read_card, update_metrics
@@ -219,17 +220,37 @@ def rollout_on_object(model: Transformer, pool: ImagePool) -> tuple[float, float
     return float(np.mean(on_object)), float(np.mean(chance))
 
 
+@torch.no_grad()
+def condition_accuracies(model: Transformer) -> tuple[dict[str, float], dict[str, float]]:
+    """Accuracy on each condition of core.data.student_drawings (drawings and photos as a class makes them, drawn by
+    code apart from the training generator and read through the upload path), and, for the blank pages, the
+    fraction called "nothing" at each strength of the brightness ramp (by its strength, as a string)."""
+    accuracies, blank = {}, {}
+    for name in student_drawings.CONDITIONS:
+        images, labels = student_drawings.condition_set(name)
+        right = (model(images_to_tensor(images)).logits.argmax(-1) == torch.as_tensor(labels)).numpy()
+        accuracies[name] = float(right.mean())
+        if name == "blank":
+            ramps = student_drawings.blank_ramps()
+            blank = {f"{ramp:g}": float(right[ramps == ramp].mean()) for ramp in student_drawings.RAMPS}
+    return accuracies, blank
+
+
 def evaluate_shapes(model: Transformer, n: int = 500) -> dict:
     """Accuracy on each held-out test set (core.data.images.TEST_SETS: the training mix, each kind of image alone,
-    shapes off-centre at the extremes of size, empty images), the lowest of them, the drawing templates, and where
-    the readout's rollout falls."""
+    shapes off-centre at the extremes of size, empty images), the lowest of them, the drawing templates, where
+    the readout's rollout falls, and each condition of a class's drawings and photos (condition_accuracies) with
+    the lowest of them."""
     sets = {name: shapes_accuracy(model, ImagePool(n, HELDOUT_SEED, name)) for name in TEST_SETS}
-    on_object, chance = rollout_on_object(model, ImagePool(n, HELDOUT_SEED))
+    on_object, chance = rollout_on_object(model, ImagePool(n, HELDOUT_SEED, "mix"))
+    conditions, blank = condition_accuracies(model)
     metrics = {"accuracy": sets["mix"], "test_sets": sets, "worst_set": min(sets.values()),
+               "conditions": conditions, "worst_condition": min(conditions.values()), "blank_by_ramp": blank,
                "templates_correct": templates_correct(model),
                "rollout_on_object": on_object, "object_patch_fraction": chance}
-    metrics["headline"] = {"worst_set": metrics["worst_set"], "accuracy": sets["mix"],
-                           "templates": metrics["templates_correct"], "rollout_on_object": on_object}
+    metrics["headline"] = {"worst_set": metrics["worst_set"], "worst_condition": metrics["worst_condition"],
+                           "accuracy": sets["mix"], "templates": metrics["templates_correct"],
+                           "rollout_on_object": on_object}
     return metrics
 
 

@@ -12,7 +12,7 @@ import torch
 
 from core.data import algorithmic, grammar
 from core.data.grammar import pack_documents
-from core.data.images import generate_test_set
+from core.data.images import KIND_MIX, generate_dataset, generate_test_set
 from core.model.patches import images_to_tensor
 from core.tokenizers.words import TextTokenizer
 
@@ -89,9 +89,11 @@ def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer, pack: int 
 class ImagePool:
     """Generated shape images, their labels and object masks."""
 
-    def __init__(self, n: int, seed: int, test_set: str = ""):
-        """n images of the training mix from `seed`, or of a held-out test set (core.data.images.TEST_SETS)."""
-        images, self.labels, self.masks = generate_test_set(test_set or "mix", n, seed)
+    def __init__(self, n: int, seed: int, test_set: str = "", mix: tuple[float, ...] = KIND_MIX, workers: int = 1):
+        """n images of the training `mix` from `seed` (drawn by `workers` processes: core.data.images.generate_dataset),
+        or of a held-out test set (core.data.images.TEST_SETS)."""
+        images, self.labels, self.masks = (generate_test_set(test_set, n, seed) if test_set
+                                           else generate_dataset(n, seed, mix, workers))
         self.images = images_to_tensor(images)  # [n, 3, H, W] in [0, 1]
 
     def __len__(self) -> int:

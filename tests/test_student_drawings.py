@@ -1,0 +1,51 @@
+"""The held-out drawings and photos of issue 35 (core.data.student_drawings): drawn apart from the training generator,
+read through the upload path, the same every time."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+
+from core.data import student_drawings as drawings
+from core.data.images import CLASSES, NOTHING
+
+SOURCE = Path(drawings.__file__)
+
+
+def test_the_held_out_drawings_share_only_the_class_names_with_the_training_generator():
+    imported = {(node.module, alias.name) for node in ast.walk(ast.parse(SOURCE.read_text()))
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert {name for module, name in imported if module == "core.data.images"} == {"CLASSES"}
+    assert ("core.serving.image_io", "load_image") in imported  # every image goes through the upload path
+
+
+def test_a_drawing_is_the_same_for_the_same_stream_and_is_an_upload_of_32_pixels():
+    first = drawings._draw("triangle", np.random.default_rng([5, 1]), degrees=(5.0, 20.0))
+    again = drawings._draw("triangle", np.random.default_rng([5, 1]), degrees=(5.0, 20.0))
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (32, 32, 3) and first.dtype == np.uint8
+    other = drawings._draw("triangle", np.random.default_rng([5, 2]), degrees=(5.0, 20.0))
+    assert not np.array_equal(first, other)
+
+
+def test_a_shape_is_ink_on_paper_and_a_blank_page_is_lit_unevenly():
+    rng = np.random.default_rng(0)
+    square = drawings._draw("square", rng, size_range=(0.6, 0.6)).astype(float).mean(axis=2)
+    assert square.min() < 0.5 * square.max(), "dark ink on light paper"
+    for strength in (0.0, 0.3):
+        page = drawings._draw(None, np.random.default_rng(1), ramp=strength).astype(float).mean(axis=2)
+        assert not (page == page[0, 0]).all(), "paper has grain"
+    ramped = drawings._draw(None, np.random.default_rng(3), ramp=0.3).astype(float).mean(axis=2)
+    flat = drawings._draw(None, np.random.default_rng(3), ramp=0.0).astype(float).mean(axis=2)
+    assert np.ptp(ramped) > np.ptp(flat) + 20
+
+
+def test_every_condition_holds_its_shapes_evenly_and_blank_pages_by_ramp():
+    _, labels = drawings.condition_set("outlined")
+    assert set(labels) == {CLASSES.index("square"), CLASSES.index("triangle")}
+    assert np.bincount(labels).max() == len(labels) // 2
+    _, labels = drawings.condition_set("blank")
+    assert (labels == NOTHING).all() and len(labels) == len(drawings.blank_ramps())
+    assert set(drawings.blank_ramps()) == set(drawings.RAMPS) and max(drawings.RAMPS) == 0.3
