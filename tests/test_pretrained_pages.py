@@ -217,3 +217,11 @@ def test_what_a_head_does_runs_on_a_pretrained_gpt2_and_bert(app, model):
     assert "lowers ℓ(the) − ℓ(a) the most" in markdown(at)
     refusal = " ".join(element.value for element in at.info)
     assert ("post-LN" in refusal) == (model == BERT)  # BERT's final stream is no sum of parts: no attribution
+
+
+def test_a_link_spelling_a_folder_another_way_opens_the_one_model(app, tmp_path):
+    folder = save_bert(tmp_path / "spelled-bert")
+    at = app(str(PAGES / "text_explorer.py"), model=f"hf:/{folder}/")
+    ok(at)
+    assert at.selectbox(key="model").value == f"hf:{folder}"
+    assert at.selectbox(key="model").options.count(f"hf:{folder}") == 1

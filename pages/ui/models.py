@@ -87,7 +87,7 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
             show_input_error(f"{pretrained.describe_source(source)} is {'a text' if image else 'an image'} model: open "
                              f"it on the {'Text explorer' if image else 'Image attention'} page")
             return
-        remember_opened(source)
+        remember_opened(pretrained.source_of(card.name))
         st.session_state[PICK_NEXT] = card.name  # the picker exists already: it takes the name on the rerun
         st.rerun()
 
@@ -98,8 +98,8 @@ def folders_allowed() -> bool:
 
 
 def openable_card(source: str) -> ModelCard:
-    """The card of a pretrained model named by the sidebar's box or a link, or PretrainedError saying why this
-    server will not open it."""
+    """The card of a pretrained model named by the sidebar's box or a link (named by its canonical source, one per
+    folder), or PretrainedError saying why this server will not open it."""
     if pretrained.is_folder(source) and not folders_allowed():
         raise pretrained.PretrainedError("this server opens models by their cached name only, not from its folders")
     return pretrained.card_for(source)
@@ -125,11 +125,13 @@ def open_linked_model() -> None:
     try:
         if not pretrained.available():
             raise pretrained.PretrainedError(f"real models need `{pretrained.INSTALL_HINT}` on this server")
-        openable_card(source)
+        card = openable_card(source)
     except pretrained.PretrainedError as error:
         st.info(literal(f"The link's model could not be opened: {error}"), icon=":material/link_off:")
         return
-    remember_opened(source)
+    remember_opened(pretrained.source_of(card.name))
+    if card.name != linked:  # another spelling of a folder (hf:/a/b/, hf://a/b): the picker holds the real path
+        st.session_state[PICK_NEXT] = card.name
 
 
 OWN_MODEL = "own_model"  # session state: the user's pretrained model last chosen on a page that reads it
