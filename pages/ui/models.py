@@ -229,7 +229,7 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     card = pick_model(cards, default, f"No bundled text model yet: they appear in `{models_dir()}` as training "
                       "finishes (`python -m core.train`). Reload the page then.", TEXT_MODEL_HELP, on_change)
     cfg = card.config
-    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
+    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {literal(card.description or card.task)}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
                        f"encoding {cfg.pos_encoding}  \nHeld-out: {registry.quality(card) or 'not evaluated'}")
     return card
