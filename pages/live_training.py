@@ -186,9 +186,11 @@ def budget_note(spec: RunSpec | str) -> str:
     """What one run may cost on this server: steps for this model, runs at once, and when an unwatched run stops."""
     cap = "" if isinstance(spec, str) else (f"With this model and batch a run may take at most "
                                             f"**{spec.max_steps():,} steps**, so that it ends in minutes. ")
+    cap += f"Any run stops after **{RUNS.max_seconds / 60:g} minutes** of training, kept. "
     return (f"{cap}Runs train in the background and survive a reload; one at a time per browser, at most "
-            f"{RUNS.max_running} at once on this server ({RUNS.running()} now). A run that this page has not shown "
-            f"for {RUNS.idle_seconds:.0f} s (its tab closed, another page open) stops, and is kept: save it then.")
+            f"{RUNS.max_running} at once on this server ({RUNS.running()} now). A run that its browser has not shown "
+            f"for {RUNS.idle_seconds:.0f} s (its tab closed, another page open) stops, and is kept: save it then; "
+            "others watching its link do not keep it going.")
 
 
 def start(spec: RunSpec) -> None:
@@ -343,7 +345,7 @@ def snapshots(view: RunView, notation: str) -> None:
 
 def live_panel(run: LiveRun, notation: str) -> None:
     """Progress, stop button, curves and snapshots; polled every POLL_SECONDS while the run trains."""
-    run.watch()  # a page shows it: it keeps training
+    run.watch(st.session_state["live_owner"])  # its owner's page shows it: it keeps training
     view = run.view()
     was_alive = st.session_state.get("tr_was_alive", False)
     st.session_state["tr_was_alive"] = view.alive

@@ -322,7 +322,7 @@ def started(owner: str = "owner", **registry_options) -> runs.LiveRun:
     for _ in range(600):
         if run.view().steps_done >= 1 or not run.view().alive:
             break
-        run.watch()  # a page shows it while it starts
+        run.watch(owner)  # its page shows it while it starts
         run.join(0.1)
     return run
 
@@ -400,12 +400,36 @@ def test_a_watched_run_keeps_training():
     run = started("owner", idle_seconds=0.5)
     try:
         for _ in range(15):  # 1.5 s: three times the idle time
-            run.watch()
+            run.watch("owner")
             run.join(0.1)
         assert run.view().alive
     finally:
         run.stop("owner")
         assert run.join(timeout=60)
+
+
+def test_another_browser_watching_a_run_keeps_nothing_alive():
+    """A ?run= link watched by others (issue 36, finding 5): only the owner's page counts as watching."""
+    run = started("owner", idle_seconds=0.5)
+    for _ in range(600):
+        run.watch("someone-else")
+        if run.join(0.1):
+            break
+    view = run.view()
+    assert view.status == "stopped" and "no page had shown it" in view.message
+
+
+def test_a_run_stops_after_its_wall_time_whatever_its_steps():
+    run = started("owner", max_seconds=1.0)
+    for _ in range(600):
+        run.watch("owner")
+        if run.join(0.1):
+            break
+    view = run.view()
+    assert view.status == "stopped" and "a run trains for at most" in view.message and view.steps_done < 20000
+    assert view.seconds < 30  # stopped near 1 s, not after its 20,000 steps
+    assert view.snapshots[-1].step == view.steps_done
+    run.save("timed-out", "owner")
 
 
 def test_a_run_is_capped_to_minutes_by_its_model_size():

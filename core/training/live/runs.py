@@ -8,7 +8,8 @@ snapshot is taken) and, once it has ended, to `save()` it into the user director
 
 The LiveRegistry (one per process: RUNS) bounds how many runs train at once and gives each owner (a browser, all
 its tabs) one run at a time; it outlives page reruns and page switches because it lives in this module. Only a run's
-owner may stop or save it. A run that no page has watched for IDLE_SECONDS stops by itself. Saved runs have quotas
+owner may stop or save it. A run that its owner's page has not shown for IDLE_SECONDS stops by itself (another
+browser watching a ?run= link keeps nothing alive), and so does one that has trained MAX_SECONDS. Saved runs have quotas
 per browser and per server. Nothing here imports Streamlit.
 """
 
@@ -43,6 +44,9 @@ MAX_KEPT = 12  # runs kept in memory (finished ones dropped oldest first)
 # A run no page has watched for this long stops (it is kept: saveable). More than 60 s: after 5 minutes Chrome fires a
 # hidden tab's timers (the page's 2 s poll) once a minute, and a tab in the background still watches its run.
 IDLE_SECONDS = 90.0
+# A run trains for at most this long, whatever its steps: MAX_WORK caps the model's work, but a busy server's steps
+# are slower (the largest run the cap allows trained 14 min alone, 26-38 min beside 30 students; issue 36).
+MAX_SECONDS = float(os.environ.get("ATTENTION_LAB_MAX_RUN_SECONDS", "360"))
 MAX_SAVED_PER_BROWSER = 10  # saved runs (all of them, however old) one browser may have on the server
 MAX_SAVED_BYTES_PER_BROWSER = 100 * 2**20
 MAX_SAVED_RUNS = 300  # saved runs on the server, every browser's together
@@ -84,16 +88,18 @@ class LiveRun:
     `idle_seconds` stops by itself (kept, saveable). Only its owner may `stop()` or `save()` it: anyone else gets
     NotOwnerError."""
 
-    def __init__(self, run_id: str, spec: RunSpec, owner: str, idle_seconds: float = IDLE_SECONDS):
+    def __init__(self, run_id: str, spec: RunSpec, owner: str, idle_seconds: float = IDLE_SECONDS,
+                 max_seconds: float = MAX_SECONDS):
         self.run_id, self.spec, self.owner = run_id, spec, owner
-        self.idle_seconds = idle_seconds
+        self.idle_seconds, self.max_seconds = idle_seconds, max_seconds
         self.created = time.monotonic()
         processes = process_context()
         self._watched = processes.Value("d", self.created, lock=False)  # a float: one writer at a time suffices
         self._stop = processes.Event()
         self._queue = processes.Queue()
         self._process = processes.Process(target=train_in_child, name=f"live-run-{run_id}", daemon=True,
-                                          args=(spec, self._stop, self._watched, idle_seconds, self._queue))
+                                          args=(spec, self._stop, self._watched, idle_seconds, self._queue,
+                                                max_seconds))
         self._receiver = threading.Thread(target=self._receive, name=f"live-run-{run_id}", daemon=True)
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()
@@ -124,9 +130,11 @@ class LiveRun:
             raise NotOwnerError("stop")
         self._stop.set()
 
-    def watch(self) -> None:
-        """A page shows the run now: it keeps training (see idle_seconds)."""
-        self._watched.value = time.monotonic()
+    def watch(self, owner: str | None) -> None:
+        """A page shows the run now: it keeps training (see idle_seconds) when that page is its owner's; another
+        browser's view of a shared link keeps nothing alive."""
+        if self.owned_by(owner):
+            self._watched.value = time.monotonic()
 
     def unwatched_for(self) -> float:
         return time.monotonic() - self._watched.value
@@ -330,11 +338,13 @@ def archive(card_path: Path) -> bytes:
 @dataclass
 class LiveRegistry:
     """The runs of one server: at most `max_running` train at once, one per owner (a browser); `max_kept` stay
-    readable; a run no page watches for `idle_seconds` stops."""
+    readable; a run its owner's page has not shown for `idle_seconds`, or one that has trained `max_seconds`,
+    stops."""
 
     max_running: int = MAX_RUNNING
     max_kept: int = MAX_KEPT
     idle_seconds: float = IDLE_SECONDS
+    max_seconds: float = MAX_SECONDS
     _runs: dict[str, LiveRun] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -353,7 +363,7 @@ class LiveRegistry:
             ended = sorted((run for run in self._runs.values() if run not in running), key=lambda run: run.created)
             for run in ended[: max(0, len(self._runs) + 1 - self.max_kept)]:
                 del self._runs[run.run_id]
-            run = LiveRun(uuid.uuid4().hex[:12], spec, owner, self.idle_seconds)
+            run = LiveRun(uuid.uuid4().hex[:12], spec, owner, self.idle_seconds, self.max_seconds)
             self._runs[run.run_id] = run
         run.start()
         return run
