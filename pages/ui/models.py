@@ -14,6 +14,8 @@ import streamlit as st
 from core.model import pretrained, registry
 from core.model.checkpoint import ModelCard
 from core.model.transformer import Transformer
+from core.training.live.runs import visible_runs
+from pages.ui.browser import browser_id
 from pages.ui.safety import literal, show_input_error
 from pages.ui.widgets import BIND, keep_in_url
 
@@ -25,12 +27,13 @@ def models_dir() -> Path:
 
 
 def model_cards(tasks: tuple[str, ...]) -> list[ModelCard]:
-    """The cards of the models for these tasks: the bundled ones (models_dir()), then the user's saved runs
-    ($ATTENTION_LAB_USER_DIR, see core/model/registry.py) whose names no bundled model takes. Saved runs come from
+    """The cards of the models for these tasks: the bundled ones (models_dir()), then the saved runs
+    ($ATTENTION_LAB_USER_DIR, see core/model/registry.py) this browser saved or the teacher shares
+    (core.training.live.runs.visible_runs) whose names no bundled model takes. Saved runs come from
     registry.user_cards()'s cache, read again when a run is saved."""
     bundled = registry.list_cards(models_dir())
     taken = {card.name for card in bundled}
-    runs = [card for card in registry.user_cards() if card.name not in taken]
+    runs = [card for card in visible_runs(registry.user_cards(), browser_id()) if card.name not in taken]
     return [card for card in bundled + runs if card.task in tasks]
 
 

@@ -69,7 +69,8 @@ class NotOwnerError(PermissionError):
     """Only the browser that started a run may stop or save it; anyone else only watches."""
 
     def __init__(self, action: str):
-        super().__init__(f"only the browser that started this run can {action} it; you are watching it read-only")
+        super().__init__(f"only the browser that started this run can {action} it" +
+                         ("; you are watching it read-only" if action in ("stop", "save") else ""))
 
 
 class QuotaError(RuntimeError):
@@ -322,6 +323,43 @@ def write_run(model: Transformer, card: ModelCard, name: str) -> None:
     registry.forget_user_cards()
 
 
+SHARE_ALL_ENV = "ATTENTION_LAB_SHARE_RUNS"  # "1": every browser's menu lists every saved run (one user's own app)
+
+
+def saved_by(card: ModelCard, owner: str) -> bool:
+    """Whether `owner`'s browser saved this run."""
+    return card.training.get("saved_by") == owner_tag(owner)
+
+
+def visible_runs(cards: Iterable[ModelCard], owner: str) -> list[ModelCard]:
+    """The saved runs a browser's model menus list: its own, and those the teacher shares (registry.set_shared);
+    every one where $ATTENTION_LAB_SHARE_RUNS=1. A student's run names are not every other student's menu (a
+    script that saved 300 runs had grown every menu to 313 entries of its chosen names: issue 36, finding 6)."""
+    every = os.environ.get(SHARE_ALL_ENV) == "1"
+    return [card for card in cards if every or card.training.get("shared") or saved_by(card, owner)]
+
+
+def delete_saved_run(name: str, owner: str | None, teacher: bool = False) -> None:
+    """Remove a saved run: its owner's browser may, and the teacher (`teacher`: the command line on the server,
+    `python -m core.training.live.runs --delete NAME`). The folder is renamed away first (it vanishes from every
+    menu at once), then removed. ValueError for a run that is not saved here, NotOwnerError for another's run."""
+    card = next((card for card in registry.user_cards() if card.name == name), None)
+    if card is None:
+        raise ValueError(f"there is no saved run called {name!r}")
+    if not teacher and (owner is None or not saved_by(card, owner)):
+        raise NotOwnerError("delete")
+    root = registry.user_dir()
+    doomed = root / f".{name}.{uuid.uuid4().hex[:8]}{registry.TEMPORARY_SUFFIX}"
+    try:
+        (root / name).rename(doomed)
+    except OSError as error:
+        raise ValueError(f"could not delete {name!r}: {error.strerror or type(error).__name__}") from None
+    shutil.rmtree(doomed, ignore_errors=True)
+    if card.training.get("shared"):
+        registry.set_shared(name, False)
+    registry.forget_user_cards()
+
+
 def archive(card_path: Path) -> bytes:
     """A saved run's folder (its card and weights) as the bytes of a .zip, to download."""
     buffer = io.BytesIO()
@@ -391,3 +429,34 @@ class LiveRegistry:
 
 
 RUNS = LiveRegistry()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The teacher's command line on the server: list the saved runs, share one with every browser or stop sharing
+    it, delete one."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m core.training.live.runs", description=main.__doc__)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="every saved run, its size, and whether it is shared")
+    action.add_argument("--share", metavar="NAME", help="list this run in every browser's model menu")
+    action.add_argument("--unshare", metavar="NAME", help="list it only in the menus of the browser that saved it")
+    action.add_argument("--delete", metavar="NAME", help="remove this saved run")
+    args = parser.parse_args(argv)
+    names = {card.name for card in registry.user_cards()}
+    name = args.share or args.unshare or args.delete
+    if name is not None and name not in names:
+        parser.error(f"there is no saved run called {name!r}")
+    if args.list:
+        for card in registry.user_cards():
+            shared = "shared" if card.training.get("shared") else "own"
+            print(f"{card.name}\t{registry.run_bytes(card.name) / 2**20:.1f} MB\t{shared}")
+    elif args.delete:
+        delete_saved_run(args.delete, None, teacher=True)
+    else:
+        registry.set_shared(name, bool(args.share))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
