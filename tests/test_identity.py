@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import pytest
 from conftest import PAGES
 from streamlit.testing.v1 import AppTest
 
