@@ -1,0 +1,107 @@
+"""The one thread that runs every session's recorded forward passes, shared fairly (issue 36, finding 3).
+
+A first-in-first-out queue let 4 sessions sending distinct 1000-token texts to lm-rope-long (7 s a pass on a busy
+machine) move every other student's p95 from 0.45 s to 6.1 s: each of their passes waited behind all of theirs. Here
+
+- a session has at most one pass waiting: a newer one replaces it (the page that asked for the older one has been
+  rerun already), and the replaced one's caller gets Superseded;
+- the waiting pass that costs least runs next (cost: what the caller estimates, layers × tokens²), so a class's
+  short sentences pass an expensive text instead of queueing behind it; a pass that has waited AGING_SECONDS runs
+  before any newer one, so an expensive one is never starved;
+- after a pass of more than TRIM_BYTES, once nothing waits, the process gives its free heap back to the system
+  (core/serving/allocator.py's trim): memory returns to its baseline after a spike of long texts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+AGING_SECONDS = 10.0  # a pass waiting this long goes before every pass that came after it
+TRIM_BYTES = 64 << 20  # a pass that allocated about this much (a long text's recording) is followed by a trim
+
+
+class Superseded(RuntimeError):
+    """The session asked for another pass before this one started: its page no longer wants this one."""
+
+    def __init__(self) -> None:
+        super().__init__("this request was replaced by a newer one of the same page")
+
+
+@dataclass(order=True)
+class _Job:
+    cost: float
+    seq: int
+    session: str = field(compare=False)
+    work: Callable[[], Any] = field(compare=False)
+    future: Future = field(compare=False)
+    queued: float = field(compare=False)
+    nbytes: int = field(compare=False, default=0)
+
+
+class FairScheduler:
+    """One worker thread; jobs by session, the cheapest waiting one next (see the module docstring).
+    `on_idle()` is called in the worker when nothing waits after a job of more than TRIM_BYTES."""
+
+    def __init__(self, name: str = "recorder", on_idle: Callable[[], None] | None = None,
+                 aging_seconds: float = AGING_SECONDS):
+        self.aging_seconds = aging_seconds
+        self._on_idle = on_idle
+        self._waiting: dict[str, _Job] = {}  # session -> its one waiting job
+        self._seq = itertools.count()
+        self._ready = threading.Condition()
+        self._big_since_idle = False
+        self.running: str | None = None  # the session whose job runs now
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, session: str, cost: float, work: Callable[[], Any], nbytes: int = 0) -> Future:
+        """Run `work` for `session` when its turn comes; a job of this session still waiting is superseded.
+        `nbytes`: about how much memory it will allocate (for the trim after it)."""
+        future: Future = Future()
+        job = _Job(float(cost), next(self._seq), session, work, future, time.monotonic(), nbytes)
+        with self._ready:
+            replaced = self._waiting.pop(session, None)
+            self._waiting[session] = job
+            self._ready.notify()
+        if replaced is not None and replaced.future.set_running_or_notify_cancel():
+            replaced.future.set_exception(Superseded())
+        return future
+
+    def waiting(self) -> int:
+        with self._ready:
+            return len(self._waiting)
+
+    def _next(self) -> _Job:
+        """Under the lock: the oldest job past AGING_SECONDS, else the cheapest (then the oldest)."""
+        now = time.monotonic()
+        aged = [job for job in self._waiting.values() if now - job.queued >= self.aging_seconds]
+        job = min(aged, key=lambda j: j.seq) if aged else min(self._waiting.values())
+        del self._waiting[job.session]
+        return job
+
+    def _serve(self) -> None:
+        while True:
+            with self._ready:
+                while not self._waiting and not self._big_since_idle:
+                    self._ready.wait()
+                job = self._next() if self._waiting else None
+                self._big_since_idle &= job is not None
+                self.running = job.session if job else None
+            if job is None:  # idle after a large job
+                if self._on_idle is not None:
+                    self._on_idle()
+                continue
+            if job.future.set_running_or_notify_cancel():
+                try:
+                    job.future.set_result(job.work())
+                except BaseException as error:  # noqa: BLE001 - handed to the caller, who asked for this job
+                    job.future.set_exception(error)
+            with self._ready:
+                self._big_since_idle |= job.nbytes >= TRIM_BYTES
+                self.running = None

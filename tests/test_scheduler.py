@@ -1,0 +1,72 @@
+"""The recorder shared fairly between sessions (issue 36, finding 3; core/serving/scheduler.py): one waiting pass
+per session, the cheapest next, none starved, memory given back after a long text's pass."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from core.serving import allocator
+from core.serving.scheduler import FairScheduler, Superseded
+
+
+def blocked(scheduler: FairScheduler) -> threading.Event:
+    """Hold the worker in a job until the returned event is set (so that the next jobs all wait)."""
+    started, release = threading.Event(), threading.Event()
+    scheduler.submit("holder", 0, lambda: (started.set(), release.wait(30)))
+    assert started.wait(30)
+    return release
+
+
+def test_the_cheapest_waiting_pass_runs_next_whoever_asked_first():
+    scheduler = FairScheduler(aging_seconds=60)
+    release = blocked(scheduler)
+    order = []
+    futures = [scheduler.submit(f"attacker-{i}", 1000 ** 2, lambda i=i: order.append(f"long {i}")) for i in range(4)]
+    futures.append(scheduler.submit("student", 16 ** 2, lambda: order.append("short")))
+    release.set()
+    for future in futures:
+        future.result(timeout=30)
+    assert order[0] == "short" and sorted(order[1:]) == [f"long {i}" for i in range(4)]
+
+
+def test_a_session_has_one_waiting_pass_a_newer_one_replaces_it():
+    scheduler = FairScheduler()
+    release = blocked(scheduler)
+    older = scheduler.submit("s", 1, lambda: "older")
+    newer = scheduler.submit("s", 1, lambda: "newer")
+    assert scheduler.waiting() == 1
+    with pytest.raises(Superseded):
+        older.result(timeout=30)
+    release.set()
+    assert newer.result(timeout=30) == "newer"
+
+
+def test_a_pass_that_has_waited_long_enough_goes_before_cheaper_newer_ones():
+    scheduler = FairScheduler(aging_seconds=0.0)  # every waiting pass is old: first come, first served
+    release = blocked(scheduler)
+    order = []
+    futures = [scheduler.submit("long", 1e9, lambda: order.append("long")),
+               scheduler.submit("short", 1, lambda: order.append("short"))]
+    release.set()
+    for future in futures:
+        future.result(timeout=30)
+    assert order == ["long", "short"]
+
+
+def test_an_error_reaches_the_caller_and_the_worker_goes_on():
+    scheduler = FairScheduler()
+    with pytest.raises(ZeroDivisionError):
+        scheduler.submit("s", 1, lambda: 1 / 0).result(timeout=30)
+    assert scheduler.submit("s", 1, lambda: 42).result(timeout=30) == 42
+
+
+def test_memory_is_given_back_once_idle_after_a_large_pass():
+    trimmed = threading.Event()
+    scheduler = FairScheduler(on_idle=trimmed.set)
+    scheduler.submit("s", 1, lambda: None, nbytes=1 << 20).result(timeout=30)
+    assert not trimmed.wait(0.5)  # a small pass: its pages stay for the next
+    scheduler.submit("s", 1, lambda: None, nbytes=200 << 20).result(timeout=30)
+    assert trimmed.wait(30)
+    assert allocator.trim() in (True, False)  # glibc: True; elsewhere nothing to do
