@@ -20,7 +20,7 @@ def blocked(scheduler: FairScheduler) -> threading.Event:
 
 
 def test_the_cheapest_waiting_pass_runs_next_whoever_asked_first():
-    scheduler = FairScheduler(aging_seconds=60)
+    scheduler = FairScheduler(aging_seconds=60, lanes=(float("inf"),))
     release = blocked(scheduler)
     order = []
     futures = [scheduler.submit(f"attacker-{i}", 1000 ** 2, lambda i=i: order.append(f"long {i}")) for i in range(4)]
@@ -32,7 +32,7 @@ def test_the_cheapest_waiting_pass_runs_next_whoever_asked_first():
 
 
 def test_a_session_has_one_waiting_pass_a_newer_one_replaces_it():
-    scheduler = FairScheduler()
+    scheduler = FairScheduler(lanes=(float("inf"),))
     release = blocked(scheduler)
     older = scheduler.submit("s", 1, lambda: "older")
     newer = scheduler.submit("s", 1, lambda: "newer")
@@ -44,7 +44,7 @@ def test_a_session_has_one_waiting_pass_a_newer_one_replaces_it():
 
 
 def test_a_pass_that_has_waited_long_enough_goes_before_cheaper_newer_ones():
-    scheduler = FairScheduler(aging_seconds=0.0)  # every waiting pass is old: first come, first served
+    scheduler = FairScheduler(aging_seconds=0.0, lanes=(float("inf"),))  # every waiting pass is old: first come, first served
     release = blocked(scheduler)
     order = []
     futures = [scheduler.submit("long", 1e9, lambda: order.append("long")),
@@ -53,6 +53,20 @@ def test_a_pass_that_has_waited_long_enough_goes_before_cheaper_newer_ones():
     for future in futures:
         future.result(timeout=30)
     assert order == ["long", "short"]
+
+
+def test_a_short_sentence_never_waits_for_a_long_texts_pass_under_way():
+    scheduler = FairScheduler()  # the main worker and the cheap passes' one
+    started, release = threading.Event(), threading.Event()
+    long = scheduler.submit("attacker", 4 * 1000 ** 2, lambda: (started.set(), release.wait(30)))
+    assert started.wait(30)
+    assert scheduler.runs_for("attacker") and not scheduler.runs_for("student")
+    assert scheduler.submit("student", 4 * 16 ** 2, lambda: "short").result(timeout=30) == "short"
+    waiting = scheduler.submit("attacker-2", 4 * 1000 ** 2, lambda: "long 2")
+    assert not waiting.done()  # the cheap lane takes no long pass
+    release.set()
+    long.result(timeout=30)
+    assert waiting.result(timeout=30) == "long 2"
 
 
 def test_an_error_reaches_the_caller_and_the_worker_goes_on():

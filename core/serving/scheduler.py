@@ -8,6 +8,8 @@ machine) move every other student's p95 from 0.45 s to 6.1 s: each of their pass
 - the waiting pass that costs least runs next (cost: what the caller estimates, layers × tokens²), so a class's
   short sentences pass an expensive text instead of queueing behind it; a pass that has waited AGING_SECONDS runs
   before any newer one, so an expensive one is never starved;
+- a second worker takes only cheap passes (up to CHEAP_COST: a 4-layer model on 256 tokens), so a short sentence
+  never waits for a long text's pass under way (7 s at 1000 tokens on lm-rope-long, on a busy machine);
 - after a pass of more than TRIM_BYTES, once nothing waits, the process gives its free heap back to the system
   (core/serving/allocator.py's trim): memory returns to its baseline after a spike of long texts.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 AGING_SECONDS = 10.0  # a pass waiting this long goes before every pass that came after it
+CHEAP_COST = 4 * 256 ** 2  # the most a pass of the cheap lane may cost (layers x tokens²)
 TRIM_BYTES = 64 << 20  # a pass that allocated about this much (a long text's recording) is followed by a trim
 
 
@@ -45,20 +48,24 @@ class _Job:
 
 
 class FairScheduler:
-    """One worker thread; jobs by session, the cheapest waiting one next (see the module docstring).
-    `on_idle()` is called in the worker when nothing waits after a job of more than TRIM_BYTES."""
+    """Worker threads, one per lane (`lanes`: the most a job of each may cost; the first takes any); jobs by
+    session, the cheapest waiting one a lane may take next (see the module docstring). `on_idle()` is called in a
+    worker when nothing waits after a job of more than TRIM_BYTES."""
 
     def __init__(self, name: str = "recorder", on_idle: Callable[[], None] | None = None,
-                 aging_seconds: float = AGING_SECONDS):
+                 aging_seconds: float = AGING_SECONDS, lanes: tuple[float, ...] = (float("inf"), CHEAP_COST)):
         self.aging_seconds = aging_seconds
         self._on_idle = on_idle
         self._waiting: dict[str, _Job] = {}  # session -> its one waiting job
         self._seq = itertools.count()
         self._ready = threading.Condition()
         self._big_since_idle = False
-        self.running: str | None = None  # the session whose job runs now
-        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self._thread.start()
+        self._running: dict[int, str] = {}  # lane -> the session whose job it runs
+        self._threads = [threading.Thread(target=self._serve, args=(lane, most), daemon=True,
+                                          name=name if lane == 0 else f"{name}-{lane}")
+                         for lane, most in enumerate(lanes)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, session: str, cost: float, work: Callable[[], Any], nbytes: int = 0) -> Future:
         """Run `work` for `session` when its turn comes; a job of this session still waiting is superseded.
@@ -68,7 +75,7 @@ class FairScheduler:
         with self._ready:
             replaced = self._waiting.pop(session, None)
             self._waiting[session] = job
-            self._ready.notify()
+            self._ready.notify_all()
         if replaced is not None and replaced.future.set_running_or_notify_cancel():
             replaced.future.set_exception(Superseded())
         return future
@@ -77,23 +84,34 @@ class FairScheduler:
         with self._ready:
             return len(self._waiting)
 
-    def _next(self) -> _Job:
-        """Under the lock: the oldest job past AGING_SECONDS, else the cheapest (then the oldest)."""
+    def runs_for(self, session: str) -> bool:
+        """Whether a job of `session` is running now."""
+        with self._ready:
+            return session in self._running.values()
+
+    def _next(self, most: float) -> _Job | None:
+        """Under the lock: of the jobs costing at most `most`, the oldest past AGING_SECONDS, else the cheapest
+        (then the oldest); None when there is none."""
         now = time.monotonic()
-        aged = [job for job in self._waiting.values() if now - job.queued >= self.aging_seconds]
-        job = min(aged, key=lambda j: j.seq) if aged else min(self._waiting.values())
+        eligible = [job for job in self._waiting.values() if job.cost <= most]
+        if not eligible:
+            return None
+        aged = [job for job in eligible if now - job.queued >= self.aging_seconds]
+        job = min(aged, key=lambda j: j.seq) if aged else min(eligible)
         del self._waiting[job.session]
         return job
 
-    def _serve(self) -> None:
+    def _serve(self, lane: int, most: float) -> None:
         while True:
             with self._ready:
-                while not self._waiting and not self._big_since_idle:
+                while (job := self._next(most)) is None and not (lane == 0 and self._big_since_idle
+                                                                 and not self._waiting and not self._running):
                     self._ready.wait()
-                job = self._next() if self._waiting else None
-                self._big_since_idle &= job is not None
-                self.running = job.session if job else None
-            if job is None:  # idle after a large job
+                if job is None:  # idle after a large job
+                    self._big_since_idle = False
+                else:
+                    self._running[lane] = job.session
+            if job is None:
                 if self._on_idle is not None:
                     self._on_idle()
                 continue
@@ -104,4 +122,5 @@ class FairScheduler:
                     job.future.set_exception(error)
             with self._ready:
                 self._big_since_idle |= job.nbytes >= TRIM_BYTES
-                self.running = None
+                del self._running[lane]
+                self._ready.notify_all()

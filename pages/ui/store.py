@@ -20,7 +20,7 @@ from core.model.recording import Recording
 from core.model.run import TextInputError, length_refusal, record_text
 from core.serving.allocator import prefault, trim
 from core.serving.lru import ByteLRU
-from core.serving.scheduler import FairScheduler, Superseded
+from core.serving.scheduler import CHEAP_COST, FairScheduler, Superseded
 from pages.ui.models import get_model, models_dir
 
 
@@ -83,15 +83,17 @@ def shared_result(function):
 
 @st.cache_resource
 def recorder() -> FairScheduler:
-    """The one thread that runs the recorded forward passes the store keeps, for every session, one pass waiting per
-    session and the cheapest first (core/serving/scheduler.py); it gives memory back after a long text's pass.
+    """The threads that run the recorded forward passes the store keeps, for every session, one pass waiting per
+    session and the cheapest first, a second thread for cheap passes only (core/serving/scheduler.py); memory is
+    given back after a long text's pass.
     Its memory is faulted in up front, the store's budget of it (core/serving/allocator.py: at 512 tokens a pass took
     200 ms, 150 ms of them page faults, while the store was filling; glibc may give some of it back later, see
     there); sessions' scripts run in ever new threads, with other allocator arenas, where pages freed by one are not
     at hand for the next. One thread also runs the passes one at a time, as the one shared core of a small server
     does anyway."""
     scheduler = FairScheduler("recorder", on_idle=trim)
-    scheduler.submit("", 0, lambda: prefault(RESULTS_MB * 2**20))
+    # costed past the cheap lane's limit: the main worker runs it, whose arena then holds the pages for long passes
+    scheduler.submit("", CHEAP_COST + 1, lambda: prefault(RESULTS_MB * 2**20))
     return scheduler
 
 
@@ -117,7 +119,7 @@ def record_in_turn(work, cfg, text: str):
     scheduler = recorder()
     cost, nbytes = pass_cost(cfg.n_layers, cfg.n_heads, text)
     session = session_key()
-    note = st.empty() if session and scheduler.running == session else None
+    note = st.empty() if session and scheduler.runs_for(session) else None
     if note is not None:
         note.info("Still working on your last request: this one runs when it ends.", icon=":material/hourglass_top:")
     try:
