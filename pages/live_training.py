@@ -15,6 +15,7 @@ tr_a, tr_b, tr_at (the comparison); the predictions. (The name a run is saved un
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -71,10 +72,19 @@ STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished"
 # Which run this session watches
 # ---------------------------------------------------------------------------------------------------------
 
+RUN_ID = re.compile(r"[0-9a-f]{12}")  # a live run's id (core/training/live/runs.py: uuid4's first 12 hex digits)
+ECHO_CHARS = 200  # the most of a link's malformed run id the page repeats
+
+
 def watched_run() -> tuple[LiveRun | None, str | None]:
     """The session's run, or the one the URL names (after a reload, or a shared link): the run, and the id asked
     for. Watching a run gives no control of it: only the browser that started it (its owner) may stop or save it."""
     run_id = st.session_state.get("live_run") or st.query_params.get("run")
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
+        # not an id this server makes: out of the URL, so that no poll of the page sends it back, and named in the
+        # page's note at most ECHO_CHARS long (a 200 KB link was echoed 25 times a run: issue 36)
+        del st.query_params["run"]
+        return None, run_id[:ECHO_CHARS] + ("…" if len(run_id) > ECHO_CHARS else "")
     run = RUNS.get(run_id)
     if run is not None:
         st.session_state["live_run"] = run.run_id

@@ -16,7 +16,7 @@ from vision_models import write_tiny_vits
 from core.model import registry
 from core.training.live import runs
 from core.training.live import spec as live_spec
-from pages.ui.models import model_label, text_cards
+from pages.ui.models import model_label
 
 PAGE = str(PAGES / "live_training.py")
 
@@ -311,3 +311,11 @@ def test_a_saved_run_says_its_name_and_no_server_folder(new_page, user_dir):
     ok(at)
     saved = " ".join(message.value for message in at.success)
     assert "Saved as **named**" in saved and "/" not in saved and str(user_dir) not in texts(at)
+
+
+def test_a_huge_run_id_in_a_link_is_named_short_once_and_leaves_the_url(new_page):
+    """Issue 36, finding 9: a 200 KB ?run= was echoed whole, and every poll of the page sent it back."""
+    at = new_page(run="x" * 200_000)
+    note = " ".join(info.value for info in at.info)
+    assert "x" * 200 in note and "x" * 201 not in note
+    assert "run" not in at.query_params
