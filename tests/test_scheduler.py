@@ -69,6 +69,26 @@ def test_a_short_sentence_never_waits_for_a_long_texts_pass_under_way():
     assert waiting.result(timeout=30) == "long 2"
 
 
+def test_expensive_passes_get_at_most_their_share_of_the_time_cheap_ones_never_wait():
+    import time
+
+    scheduler = FairScheduler(expensive_share=0.5)
+    ends, starts = [], []
+
+    def expensive():
+        starts.append(time.monotonic())
+        time.sleep(0.3)
+        ends.append(time.monotonic())
+
+    first = scheduler.submit("a", 4 * 1000 ** 2, expensive)
+    first.result(timeout=30)
+    second = scheduler.submit("b", 4 * 1000 ** 2, expensive)
+    cheap_done = scheduler.submit("c", 4 * 16 ** 2, time.monotonic).result(timeout=30)
+    second.result(timeout=30)
+    assert starts[1] - ends[0] >= 0.3 * 0.95  # rested as long as the first took
+    assert cheap_done < starts[1]  # a short sentence did not wait for the rest
+
+
 def test_an_error_reaches_the_caller_and_the_worker_goes_on():
     scheduler = FairScheduler()
     with pytest.raises(ZeroDivisionError):
@@ -76,11 +96,15 @@ def test_an_error_reaches_the_caller_and_the_worker_goes_on():
     assert scheduler.submit("s", 1, lambda: 42).result(timeout=30) == 42
 
 
-def test_memory_is_given_back_once_idle_after_a_large_pass():
-    trimmed = threading.Event()
-    scheduler = FairScheduler(on_idle=trimmed.set)
-    scheduler.submit("s", 1, lambda: None, nbytes=1 << 20).result(timeout=30)
-    assert not trimmed.wait(0.5)  # a small pass: its pages stay for the next
-    scheduler.submit("s", 1, lambda: None, nbytes=200 << 20).result(timeout=30)
-    assert trimmed.wait(30)
+def test_the_sweeper_sweeps_only_when_memory_has_grown_past_its_margin():
+    import numpy as np
+
+    swept = threading.Event()
+    sweeper = allocator.MemorySweeper(every=0.05, margin=64 << 20, sweep=swept.set)
+    assert not swept.wait(0.5)  # nothing grew
+    if allocator.resident_bytes() == 0:
+        pytest.skip("no /proc/self/statm here")
+    held = np.ones(96 << 20, dtype=np.uint8)  # 96 MB touched: past the margin
+    assert swept.wait(30) and sweeper.sweeps >= 1
+    del held
     assert allocator.trim() in (True, False)  # glibc: True; elsewhere nothing to do

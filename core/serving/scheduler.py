@@ -10,8 +10,11 @@ machine) move every other student's p95 from 0.45 s to 6.1 s: each of their pass
   before any newer one, so an expensive one is never starved;
 - a second worker takes only cheap passes (up to CHEAP_COST: a 4-layer model on 256 tokens), so a short sentence
   never waits for a long text's pass under way (7 s at 1000 tokens on lm-rope-long, on a busy machine);
-- after a pass of more than TRIM_BYTES, once nothing waits, the process gives its free heap back to the system
-  (core/serving/allocator.py's trim): memory returns to its baseline after a spike of long texts.
+- expensive passes together get at most half of the time (EXPENSIVE_SHARE): after one that took d seconds the next
+  waits d more. A long text's pass is not the whole of its cost: its page then draws charts of a million cells, in
+  the server's one interpreter, which every other session waits on; 4 sessions asking without pause had 2.4 such
+  pages drawn a second and every other student's toggles slowed eightfold (issue 36);
+(After a spike of long texts, core/serving/allocator.py's MemorySweeper gives the freed memory back.)
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 AGING_SECONDS = 10.0  # a pass waiting this long goes before every pass that came after it
 CHEAP_COST = 4 * 256 ** 2  # the most a pass of the cheap lane may cost (layers x tokens²)
-TRIM_BYTES = 64 << 20  # a pass that allocated about this much (a long text's recording) is followed by a trim
+EXPENSIVE_SHARE = 0.5  # the most of the time that passes costing more than CHEAP_COST may take, together
 
 
 class Superseded(RuntimeError):
@@ -44,22 +47,19 @@ class _Job:
     work: Callable[[], Any] = field(compare=False)
     future: Future = field(compare=False)
     queued: float = field(compare=False)
-    nbytes: int = field(compare=False, default=0)
 
 
 class FairScheduler:
     """Worker threads, one per lane (`lanes`: the most a job of each may cost; the first takes any); jobs by
-    session, the cheapest waiting one a lane may take next (see the module docstring). `on_idle()` is called in a
-    worker when nothing waits after a job of more than TRIM_BYTES."""
+    session, the cheapest waiting one a lane may take next (see the module docstring)."""
 
-    def __init__(self, name: str = "recorder", on_idle: Callable[[], None] | None = None,
-                 aging_seconds: float = AGING_SECONDS, lanes: tuple[float, ...] = (float("inf"), CHEAP_COST)):
-        self.aging_seconds = aging_seconds
-        self._on_idle = on_idle
+    def __init__(self, name: str = "recorder", aging_seconds: float = AGING_SECONDS,
+                 lanes: tuple[float, ...] = (float("inf"), CHEAP_COST), expensive_share: float = EXPENSIVE_SHARE):
+        self.aging_seconds, self.expensive_share = aging_seconds, expensive_share
+        self._rest_until = 0.0  # no expensive pass starts before this (time.monotonic())
         self._waiting: dict[str, _Job] = {}  # session -> its one waiting job
         self._seq = itertools.count()
         self._ready = threading.Condition()
-        self._big_since_idle = False
         self._running: dict[int, str] = {}  # lane -> the session whose job it runs
         self._threads = [threading.Thread(target=self._serve, args=(lane, most), daemon=True,
                                           name=name if lane == 0 else f"{name}-{lane}")
@@ -67,11 +67,10 @@ class FairScheduler:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, session: str, cost: float, work: Callable[[], Any], nbytes: int = 0) -> Future:
-        """Run `work` for `session` when its turn comes; a job of this session still waiting is superseded.
-        `nbytes`: about how much memory it will allocate (for the trim after it)."""
+    def submit(self, session: str, cost: float, work: Callable[[], Any]) -> Future:
+        """Run `work` for `session` when its turn comes; a job of this session still waiting is superseded."""
         future: Future = Future()
-        job = _Job(float(cost), next(self._seq), session, work, future, time.monotonic(), nbytes)
+        job = _Job(float(cost), next(self._seq), session, work, future, time.monotonic())
         with self._ready:
             replaced = self._waiting.pop(session, None)
             self._waiting[session] = job
@@ -90,10 +89,11 @@ class FairScheduler:
             return session in self._running.values()
 
     def _next(self, most: float) -> _Job | None:
-        """Under the lock: of the jobs costing at most `most`, the oldest past AGING_SECONDS, else the cheapest
-        (then the oldest); None when there is none."""
+        """Under the lock: of the jobs costing at most `most` (an expensive one only once the expensive passes have
+        rested), the oldest past AGING_SECONDS, else the cheapest (then the oldest); None when there is none."""
         now = time.monotonic()
-        eligible = [job for job in self._waiting.values() if job.cost <= most]
+        eligible = [job for job in self._waiting.values()
+                    if job.cost <= most and (job.cost <= CHEAP_COST or now >= self._rest_until)]
         if not eligible:
             return None
         aged = [job for job in eligible if now - job.queued >= self.aging_seconds]
@@ -104,23 +104,19 @@ class FairScheduler:
     def _serve(self, lane: int, most: float) -> None:
         while True:
             with self._ready:
-                while (job := self._next(most)) is None and not (lane == 0 and self._big_since_idle
-                                                                 and not self._waiting and not self._running):
-                    self._ready.wait()
-                if job is None:  # idle after a large job
-                    self._big_since_idle = False
-                else:
-                    self._running[lane] = job.session
-            if job is None:
-                if self._on_idle is not None:
-                    self._on_idle()
-                continue
+                while (job := self._next(most)) is None:
+                    # a job may be waiting for the expensive passes' rest to end: look again then
+                    self._ready.wait(max(0.01, self._rest_until - time.monotonic()) if self._waiting else None)
+                self._running[lane] = job.session
+            started = time.monotonic()
             if job.future.set_running_or_notify_cancel():
                 try:
                     job.future.set_result(job.work())
                 except BaseException as error:  # noqa: BLE001 - handed to the caller, who asked for this job
                     job.future.set_exception(error)
             with self._ready:
-                self._big_since_idle |= job.nbytes >= TRIM_BYTES
+                if job.cost > CHEAP_COST:
+                    took = time.monotonic() - started
+                    self._rest_until = time.monotonic() + took * (1 / self.expensive_share - 1)
                 del self._running[lane]
                 self._ready.notify_all()

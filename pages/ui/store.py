@@ -18,7 +18,7 @@ from core.model.config import ConfigError
 from core.model.masks import MaskSpec
 from core.model.recording import Recording
 from core.model.run import TextInputError, length_refusal, record_text
-from core.serving.allocator import prefault, trim
+from core.serving.allocator import MemorySweeper, prefault
 from core.serving.lru import ByteLRU
 from core.serving.scheduler import CHEAP_COST, FairScheduler, Superseded
 from pages.ui.models import get_model, models_dir
@@ -85,13 +85,14 @@ def shared_result(function):
 def recorder() -> FairScheduler:
     """The threads that run the recorded forward passes the store keeps, for every session, one pass waiting per
     session and the cheapest first, a second thread for cheap passes only (core/serving/scheduler.py); memory is
-    given back after a long text's pass.
+    given back after a spike of long texts (core/serving/allocator.py's MemorySweeper).
     Its memory is faulted in up front, the store's budget of it (core/serving/allocator.py: at 512 tokens a pass took
     200 ms, 150 ms of them page faults, while the store was filling; glibc may give some of it back later, see
     there); sessions' scripts run in ever new threads, with other allocator arenas, where pages freed by one are not
     at hand for the next. One thread also runs the passes one at a time, as the one shared core of a small server
     does anyway."""
-    scheduler = FairScheduler("recorder", on_idle=trim)
+    scheduler = FairScheduler("recorder")
+    MemorySweeper()  # memory a spike of long texts freed goes back to the system
     # costed past the cheap lane's limit: the main worker runs it, whose arena then holds the pages for long passes
     scheduler.submit("", CHEAP_COST + 1, lambda: prefault(RESULTS_MB * 2**20))
     return scheduler
@@ -103,12 +104,10 @@ def session_key() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
-def pass_cost(n_layers: int, n_heads: int, text: str) -> tuple[float, int]:
-    """(the recorder's cost of recording `text`: layers x tokens², about the bytes its recording holds: 10 bytes per
-    layer, head and pair of tokens, measured at 1000 tokens on lm-rope-long, 158 MB). Tokens estimated by words:
-    the bundled models read words."""
-    tokens = len(text.split()) + 1
-    return n_layers * tokens ** 2, 10 * n_layers * n_heads * tokens ** 2
+def pass_cost(n_layers: int, text: str) -> float:
+    """The recorder's cost of recording `text`: layers x tokens², tokens estimated by words (the bundled models read
+    words)."""
+    return n_layers * (len(text.split()) + 1) ** 2
 
 
 def record_in_turn(work, cfg, text: str):
@@ -117,13 +116,13 @@ def record_in_turn(work, cfg, text: str):
     run). A pass superseded by a newer one of this session (its page was rerun meanwhile) stops this obsolete run
     quietly: nothing stored, no error shown."""
     scheduler = recorder()
-    cost, nbytes = pass_cost(cfg.n_layers, cfg.n_heads, text)
+    cost = pass_cost(cfg.n_layers, text)
     session = session_key()
     note = st.empty() if session and scheduler.runs_for(session) else None
     if note is not None:
         note.info("Still working on your last request: this one runs when it ends.", icon=":material/hourglass_top:")
     try:
-        return scheduler.submit(session, cost, work, nbytes).result()
+        return scheduler.submit(session, cost, work).result()
     except Superseded:
         st.stop()
     finally:
