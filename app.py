@@ -15,6 +15,7 @@ from pages.ui.history import one_entry_per_page, restore_shared_params
 from pages.ui.presentation import presenter_mode
 from pages.ui.safety import drop_non_finite_numbers
 from pages.ui.store import recorder
+from pages.ui.uploads import install_upload_limits
 
 torch.set_num_threads(1)  # this run's thread: the models are small, and one thread beats two on a shared 2-core machine
 # The icon is a file we ship: a Material or emoji icon would be fetched from a font server or CDN on every page.
@@ -51,6 +52,7 @@ def training_processes() -> None:
 
 
 training_processes()
+install_upload_limits()  # before any page: Streamlit's upload store, bounded per session (pages/ui/uploads.py)
 recorder()  # started with the first page: its thread faults in the recordings' memory while that page loads
 pg = st.navigation(PAGES)
 restore_shared_params()  # before the page's widgets: Back restores the typed text too

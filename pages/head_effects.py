@@ -32,7 +32,7 @@ from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # 
 from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
 from pages.ui.presentation import font_scale  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
-from pages.ui.store import Setting, get_recording, recorder, shared_result  # noqa: E402
+from pages.ui.store import Setting, get_recording, record_in_turn, shared_result  # noqa: E402
 from pages.ui.text_input import token_choices, unknown_warning  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, layer_head_picker  # noqa: E402
 
@@ -70,8 +70,9 @@ def effects_of(name: str, text: str, contrast: str, target: str, other: str, cha
         model, card = get_model(name, directory)
         base, source = recording_of(name, text), recording_of(name, contrast) if change == "patch" else None
         chosen = lesson.candidates(model, base, text_tokenizer(card), target, other)
-        effects = recorder().submit(lesson.ablation_effects, model, base.meta["ids"], chosen, change,
-                                    means_if(change, name), source, subject).result()
+        effects = record_in_turn(lambda: lesson.ablation_effects(model, base.meta["ids"], chosen, change,
+                                                                 means_if(change, name), source, subject),
+                                 model.cfg, text)
         return chosen, effects
     except InterventionError as error:
         return str(error)
@@ -85,8 +86,8 @@ def intervened(name: str, text: str, contrast: str, head: str, change: str, subj
         model, card = get_model(name, directory)
         source = recording_of(name, contrast) if change == "patch" else None
         intervention = lesson.intervention_for(Head.parse(head), change, query=position, key=subject)
-        return recorder().submit(record_intervened, model, text, intervention, source=source,
-                                 means=means_if(change, name), card=card).result()
+        return record_in_turn(lambda: record_intervened(model, text, intervention, source=source,
+                                                        means=means_if(change, name), card=card), model.cfg, text)
     except InterventionError as error:
         return str(error)
 

@@ -15,6 +15,7 @@ tr_a, tr_b, tr_at (the comparison); the predictions. (The name a run is saved un
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -30,8 +31,9 @@ from core.lessons.analysis import best_head  # noqa: E402
 from core.lessons.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
 from core.model import registry  # noqa: E402
 from core.model.config import ConfigError  # noqa: E402
-from core.training.live.runs import (RUNS, LiveRun, NotOwnerError, QuotaError, RunStateError,  # noqa: E402
-                                     ServerBusyError, SessionBusyError, archive)
+from core.training.live.runs import (MAX_SAVED_PER_BROWSER, RUNS, LiveRun, NotOwnerError,  # noqa: E402
+                                     QuotaError, RunStateError, ServerBusyError, SessionBusyError, archive,
+                                     delete_saved_run, saved_by)
 from core.training.live.spec import (DEFAULT_RECIPE, RECIPES, TASK_LABELS, TASKS, RunSpec,  # noqa: E402
                                      accuracy_guide, encodings_for, masks_for, rate_curve)
 from core.training.live.worker import PATTERN_THRESHOLD, RunView, Snapshot  # noqa: E402
@@ -70,10 +72,19 @@ STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished"
 # Which run this session watches
 # ---------------------------------------------------------------------------------------------------------
 
+RUN_ID = re.compile(r"[0-9a-f]{12}")  # a live run's id (core/training/live/runs.py: uuid4's first 12 hex digits)
+ECHO_CHARS = 200  # the most of a link's malformed run id the page repeats
+
+
 def watched_run() -> tuple[LiveRun | None, str | None]:
     """The session's run, or the one the URL names (after a reload, or a shared link): the run, and the id asked
     for. Watching a run gives no control of it: only the browser that started it (its owner) may stop or save it."""
     run_id = st.session_state.get("live_run") or st.query_params.get("run")
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
+        # not an id this server makes: out of the URL, so that no poll of the page sends it back, and named in the
+        # page's note at most ECHO_CHARS long (a 200 KB link was echoed 25 times a run: issue 36)
+        del st.query_params["run"]
+        return None, run_id[:ECHO_CHARS] + ("…" if len(run_id) > ECHO_CHARS else "")
     run = RUNS.get(run_id)
     if run is not None:
         st.session_state["live_run"] = run.run_id
@@ -186,9 +197,11 @@ def budget_note(spec: RunSpec | str) -> str:
     """What one run may cost on this server: steps for this model, runs at once, and when an unwatched run stops."""
     cap = "" if isinstance(spec, str) else (f"With this model and batch a run may take at most "
                                             f"**{spec.max_steps():,} steps**, so that it ends in minutes. ")
+    cap += f"Any run stops after **{RUNS.max_seconds / 60:g} minutes** of training, kept. "
     return (f"{cap}Runs train in the background and survive a reload; one at a time per browser, at most "
-            f"{RUNS.max_running} at once on this server ({RUNS.running()} now). A run that this page has not shown "
-            f"for {RUNS.idle_seconds:.0f} s (its tab closed, another page open) stops, and is kept: save it then.")
+            f"{RUNS.max_running} at once on this server ({RUNS.running()} now). A run that its browser has not shown "
+            f"for {RUNS.idle_seconds:.0f} s (its tab closed, another page open) stops, and is kept: save it then; "
+            "others watching its link do not keep it going.")
 
 
 def start(spec: RunSpec) -> None:
@@ -343,7 +356,7 @@ def snapshots(view: RunView, notation: str) -> None:
 
 def live_panel(run: LiveRun, notation: str) -> None:
     """Progress, stop button, curves and snapshots; polled every POLL_SECONDS while the run trains."""
-    run.watch()  # a page shows it: it keeps training
+    run.watch(st.session_state["live_owner"])  # its owner's page shows it: it keeps training
     view = run.view()
     was_alive = st.session_state.get("tr_was_alive", False)
     st.session_state["tr_was_alive"] = view.alive
@@ -437,12 +450,35 @@ def save(run: LiveRun, view: RunView) -> None:
                 st.error(f"**Can't save:** {literal(str(error))}", icon="⚠️")
                 return
             view = run.view()
-    if view.saved_as is not None:
+    if view.saved_as is not None and not registry.user_card_path(view.saved_as).is_file():
+        st.caption(f"Saved as **{view.saved_as}**, since deleted.")
+    elif view.saved_as is not None:
         st.success(f"Saved as **{view.saved_as}**: pick it in the model menu of every other page (marked “your "
                    "run”).", icon=":material/check_circle:")
         st.download_button("Download (.zip: weights + card)", archive(registry.user_card_path(view.saved_as)),
                            file_name=f"{view.saved_as}.zip", mime="application/zip", key="tr_download",
                            icon=":material/download:")
+
+
+def my_saved_runs(owner: str) -> None:
+    """The runs this browser saved, each with a Delete button (the teacher deletes or shares any with
+    `python -m core.training.live.runs`)."""
+    mine = [card for card in registry.user_cards() if saved_by(card, owner)]
+    if not mine:
+        return
+    with st.expander(f"Your saved runs ({len(mine)} of at most {MAX_SAVED_PER_BROWSER})", icon=":material/folder:"):
+        st.caption("Only this browser's model menus list them, and those of everyone when your teacher shares one.")
+        for card in mine:
+            name_col, delete_col = st.columns([4, 1], vertical_alignment="center")
+            name_col.markdown(f"**{card.name}**{' · shared by your teacher' if card.training.get('shared') else ''}: "
+                              f"{literal(card.description)}")
+            if delete_col.button("Delete", key=f"tr_delete_{card.name}", icon=":material/delete:"):
+                try:
+                    delete_saved_run(card.name, owner)
+                except (ValueError, NotOwnerError) as error:
+                    st.error(f"**Can't delete:** {literal(str(error))}", icon="⚠️")
+                    return
+                st.rerun()
 
 
 def warmup_pair(views: list[RunView]) -> tuple[RunView, RunView] | None:
@@ -569,3 +605,4 @@ if run is not None:
     if current.status in ("finished", "stopped") and mine:
         save(run, current)
     compare([v for v in (r.view() for r in RUNS.runs_of(run.owner)) if v.snapshots], notation)
+my_saved_runs(owner)

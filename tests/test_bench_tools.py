@@ -139,8 +139,29 @@ def test_report_counts_errors_and_judges_memory_only_on_long_runs():
 def test_trainers_two_of_them_with_a_second_tab_of_the_same_browser():
     browsers = trainer_browsers(5, 2)
     assert len(browsers) == 7 and len(set(browsers)) == 5  # the issue's classroom: 5 browsers, 2 with two tabs
-    assert browsers[5:] == browsers[:2] and all(len(b) == 32 for b in browsers)
+    assert browsers[5:] == browsers[:2]
     assert trainer_browsers(0, 2) == []
+
+
+def test_a_tab_keeps_the_signed_browser_cookie_its_page_sets():
+    """The trainers' second tabs send it: the app accepts only ids it signed (pages/ui/browser.py)."""
+    session = Session("http://x", 1)
+    msg, element = element_msg("")
+    element.html.body = "<script>document.cookie = 'attention_lab_browser=abc.def; path=/; max-age=1';</script>"
+    session._note(msg, msg.SerializeToString())
+    assert session.app_cookie == "attention_lab_browser=abc.def"
+
+
+def test_the_class_errors_leave_out_the_attackers_and_memory_after_the_class_is_reported():
+    records = [Record(0, "pe", 0.2, 300), Record(9, "attack", 7.0, 9000, problems=["error box: too long"]),
+               Record(10, "flood", 0.1, 5 << 20)]
+    series = [(t, 700.0 + (600 if 60 <= t <= 120 else 0)) for t in range(0, 200, 10)]
+    settings = dict(url="http://127.0.0.1:1", sessions=1, minutes=3, think_s=[1, 2], ramp_s=0, after_s=60)
+    result = report(records, {7: series}, {7: 1.0}, 140.0, settings)
+    assert result["errors"] == 0 and result["attacker_errors"] == 1
+    assert result["latency"]["attack"]["count"] == 1 and result["latency"]["flood"]["count"] == 1
+    server = result["server"]["7"]
+    assert server["baseline_mb"] == 700 and server["after_mb"] == 700 and server["memory"]["peak_mb"] == 1300
 
 
 def test_a_tab_remembers_the_fragments_it_drew_for_its_polls():

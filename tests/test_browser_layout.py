@@ -40,6 +40,12 @@ CUT_TEXT = """() => {
 }"""
 NARROW_CHARTS = f"""() => [...document.querySelectorAll('{CHARTS}')]
   .map(el => Math.round(el.getBoundingClientRect().width)).filter(width => width < {MIN_CHART_PX})"""
+# every plotly chart resized to its column (plotly draws at a default width first, then fits): a fixed 500 ms pause
+# for it failed on a machine with a load of 12 (issue 36, finding 10)
+PLOTLY_FITTED = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')].every(chart => {
+  const svg = chart.querySelector('svg');
+  return svg && Math.abs(svg.getBoundingClientRect().width - chart.getBoundingClientRect().width) < 2;
+})"""
 SIDEBAR_FIRST_WIDGET = """() => {
   const first = document.querySelector('[data-testid="stSidebarUserContent"] [data-testid="stWidgetLabel"]');
   return first && first.innerText.trim();
@@ -80,7 +86,7 @@ def open_page(page, url: str) -> None:
     wait_idle(page)  # the cost page draws its charts only after a click: no chart is awaited
     page.wait_for_function(f"""() => [...document.querySelectorAll('.al-heatmap')]
                                      .every(el => el.dataset.drawn !== '0')""")
-    page.wait_for_timeout(500)  # plotly's resize to its column
+    page.wait_for_function(PLOTLY_FITTED)
 
 
 def screenshot(page, name: str) -> None:

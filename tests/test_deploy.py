@@ -45,3 +45,30 @@ def test_nginx_keeps_a_browser_on_one_replica():
     servers = re.findall(r"^\s*server \$\{(UPSTREAM_\d+)\}", upstream, re.M)
     nginx_env = COMPOSE["services"]["nginx"]["environment"]
     assert sorted(nginx_env[s].split(":")[0] for s in servers) == sorted(REPLICAS)
+
+
+def test_every_container_has_a_memory_limit_that_counts_training():
+    """Issue 36: the README's per-replica figure left out the training processes (fork server ~300 MB, each run
+    ~305 MB); the compose file's limit covers the server, the fork server and MAX_RUNS runs."""
+    from core.training.live.runs import MAX_RUNNING
+
+    for name, service in COMPOSE["services"].items():
+        assert "mem_limit" in service, f"{name} has no memory limit"
+    for name, service in REPLICAS.items():
+        limit_mb = int(service["mem_limit"].removesuffix("g")) * 1024
+        assert limit_mb >= 750 + 300 + MAX_RUNNING * 305, f"{name}: {limit_mb} MB cannot hold its training"
+        assert service["memswap_limit"] == service["mem_limit"], "no swap beyond the limit: a slow replica helps none"
+        assert service["environment"]["ATTENTION_LAB_TRUSTED_PROXY"] == "1"
+
+
+def test_nginx_limits_requests_and_connections_per_client_address():
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    zones = dict(re.findall(r"limit_req_zone \$binary_remote_addr zone=(\w+):\w+ rate=(\d+)r/s;", conf))
+    assert set(zones) == {"lab_sessions", "lab_uploads"}
+    assert re.search(r"limit_conn_zone \$binary_remote_addr zone=lab_connections:", conf)
+    assert re.search(r"^\s*limit_conn lab_connections \d+;", conf, re.M)
+    stream = re.search(r"location /_stcore/stream \{(.*?)\}", conf, re.S).group(1)
+    assert "limit_req zone=lab_sessions" in stream
+    uploads = re.search(r"location /_stcore/upload_file/ \{(.*?)\}", conf, re.S).group(1)
+    assert "limit_req zone=lab_uploads" in uploads and "proxy_pass http://attention_lab;" in uploads
+    assert "proxy_set_header X-Real-IP $remote_addr;" in conf  # what the app rations new browser ids by

@@ -322,7 +322,7 @@ def started(owner: str = "owner", **registry_options) -> runs.LiveRun:
     for _ in range(600):
         if run.view().steps_done >= 1 or not run.view().alive:
             break
-        run.watch()  # a page shows it while it starts
+        run.watch(owner)  # its page shows it while it starts
         run.join(0.1)
     return run
 
@@ -400,12 +400,36 @@ def test_a_watched_run_keeps_training():
     run = started("owner", idle_seconds=0.5)
     try:
         for _ in range(15):  # 1.5 s: three times the idle time
-            run.watch()
+            run.watch("owner")
             run.join(0.1)
         assert run.view().alive
     finally:
         run.stop("owner")
         assert run.join(timeout=60)
+
+
+def test_another_browser_watching_a_run_keeps_nothing_alive():
+    """A ?run= link watched by others (issue 36, finding 5): only the owner's page counts as watching."""
+    run = started("owner", idle_seconds=0.5)
+    for _ in range(600):
+        run.watch("someone-else")
+        if run.join(0.1):
+            break
+    view = run.view()
+    assert view.status == "stopped" and "no page had shown it" in view.message
+
+
+def test_a_run_stops_after_its_wall_time_whatever_its_steps():
+    run = started("owner", max_seconds=1.0)
+    for _ in range(600):
+        run.watch("owner")
+        if run.join(0.1):
+            break
+    view = run.view()
+    assert view.status == "stopped" and "a run trains for at most" in view.message and view.steps_done < 20000
+    assert view.seconds < 30  # stopped near 1 s, not after its 20,000 steps
+    assert view.snapshots[-1].step == view.steps_done
+    run.save("timed-out", "owner")
 
 
 def test_a_run_is_capped_to_minutes_by_its_model_size():
@@ -631,3 +655,36 @@ def test_the_accuracy_guide_reads_a_run_by_its_task():
     assert spec.accuracy_guide("shapes").guess == pytest.approx(1 / 7)  # six shapes and "nothing"
     language = spec.accuracy_guide("grammar-lm")
     assert language.verdict(0.4) == "" and "far below 1" in language.text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Saved runs a class shares (issue 36, finding 6): own runs in own menus, the teacher shares and deletes
+# ---------------------------------------------------------------------------------------------------------
+
+def test_a_browser_sees_its_own_runs_and_those_the_teacher_shares(capsys):
+    finished(RunSpec(steps=2, **TINY), owner="alice").save("alices", "alice")
+    finished(RunSpec(steps=2, **TINY), owner="bob").save("bobs", "bob")
+    names = lambda owner: [card.name for card in runs.visible_runs(registry.user_cards(), owner)]  # noqa: E731
+    assert names("alice") == ["alices"] and names("bob") == ["bobs"] and names("mallory") == []
+    assert runs.main(["--share", "alices"]) == 0
+    assert names("bob") == ["alices", "bobs"] and names("mallory") == ["alices"]
+    runs.main(["--list"])
+    assert "alices\t" in capsys.readouterr().out
+    assert runs.main(["--unshare", "alices"]) == 0
+    assert names("mallory") == []
+
+
+def test_only_its_browser_or_the_teacher_may_delete_a_saved_run(user_dir):
+    finished(RunSpec(steps=2, **TINY), owner="alice").save("alices", "alice")
+    finished(RunSpec(steps=2, **TINY), owner="alice").save("another", "alice")
+    with pytest.raises(runs.NotOwnerError, match="only the browser that started this run can delete it"):
+        runs.delete_saved_run("alices", "mallory")
+    with pytest.raises(ValueError, match="no saved run called 'nothing'"):
+        runs.delete_saved_run("nothing", "alice")
+    runs.delete_saved_run("alices", "alice")
+    assert [card.name for card in registry.user_cards()] == ["another"]
+    assert runs.saved_usage("alice").runs_of_browser == 1  # the quota counts what is left
+    runs.registry.set_shared("another", True)
+    assert runs.main(["--delete", "another"]) == 0  # the teacher, on the server
+    assert registry.user_cards() == [] and registry.shared_run_names() == set()
+    assert not [path.name for path in user_dir.iterdir() if path.name != registry.SHARED_FILE]

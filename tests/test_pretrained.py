@@ -148,7 +148,7 @@ def test_cached_models_are_listed_by_repo_id_and_open_by_it(hf_cache):
     registry._pretrained.clear()  # the list is kept for a minute: read it now
     tasks = {card.name: card.task for card in registry.pretrained_cards()}
     assert tasks["hf:tiny-org/tiny-gpt2"] == "pretrained-lm" and tasks["hf:tiny-org/tiny-vit"] == "pretrained-image"
-    model, card = registry.load_model("hf:tiny-org/tiny-gpt2")
+    _model, card = registry.load_model("hf:tiny-org/tiny-gpt2")
     assert card.config.n_layers == 2 and "'tiny-org/tiny-gpt2'" in card.description
 
 
@@ -244,3 +244,88 @@ def test_the_command_line_records_a_pretrained_model_and_refuses_an_unknown_one(
     assert np.load(out)["blocks.1.attn.hook_pattern"].shape[0] == 4
     assert main(["--model", "hf:nobody/nothing", "--text", TEXT, "--out", str(out)]) == 2
     assert "hf download nobody/nothing" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A hostile student's folder (issue 36, findings 4 and 7)
+# ---------------------------------------------------------------------------------------------------------
+
+def test_every_spelling_of_one_folder_is_one_model_opened_once(folders):
+    folder = folders["gpt2"]
+    parent, name = folder.rsplit("/", 1)
+    spellings = [folder, folder + "/", "/" + folder, f"{parent}/./{name}", f"{parent}/../{parent.rsplit('/', 1)[1]}/{name}"]
+    assert {pretrained.card_for(spelling).name for spelling in spellings} == {pretrained.PREFIX + folder}
+    assert len({id(pretrained.load(spelling)) for spelling in spellings}) == 1
+
+
+def test_a_folder_that_cannot_be_opened_gets_one_message_whatever_the_reason(tmp_path, monkeypatch):
+    """Missing, a file, empty, hidden, outside the roots, unreadable config: one message, naming no full path, so a
+    reply tells nothing of what is on the server."""
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config.json").write_text('{"model_type": "gpt2"}')
+    (tmp_path / "not-json").mkdir()
+    (tmp_path / "not-json" / "config.json").write_text("{" * 100_000)
+    (tmp_path / "llama").mkdir()
+    (tmp_path / "llama" / "config.json").write_text('{"model_type": "llama"}')
+    messages = set()
+    for name in ("missing", "a-file", "empty", ".ssh", "not-json", "llama"):
+        with pytest.raises(pretrained.PretrainedError) as caught:
+            pretrained.card_for(str(tmp_path / name))
+        assert str(tmp_path) not in str(caught.value)
+        messages.add(str(caught.value).replace(repr(name), "NAME"))
+    monkeypatch.setenv(pretrained.ROOTS_ENV, str(tmp_path / "empty"))
+    for outside in ("/etc", "/root/.ssh", "~", str(tmp_path / "llama"), str(tmp_path / "empty") + "/../llama"):
+        with pytest.raises(pretrained.PretrainedError) as caught:
+            pretrained.card_for(outside)
+        assert "/" not in str(caught.value).split("(")[0].replace("/etc", "")  # only the folder's own name
+        messages.add(str(caught.value).replace(repr(pretrained.Path(outside).name or outside), "NAME"))
+    assert len(messages) == 1, messages
+
+
+def crafted_gpt2(folder, **sizes):
+    """A GPT-2 config.json with the sizes given (nothing else in the folder)."""
+    import json
+
+    folder.mkdir()
+    config = {"model_type": "gpt2", "n_embd": 32, "n_head": 4, "n_layer": 2, "n_positions": 64, "vocab_size": 300}
+    (folder / "config.json").write_text(json.dumps(config | sizes))
+    return str(folder)
+
+
+@pytest.mark.parametrize("sizes, message", [
+    ({"n_layer": 10**6}, "n_layers is 1000000; the app opens models with n_layers up to 48"),
+    ({"n_embd": 2**20, "n_head": 2**10}, "d_model is 1048576"),
+    ({"vocab_size": 10**9}, "vocab_size is 1000000000"),
+    ({"n_positions": 10**7}, "max_len is 10000000"),
+    ({"n_head": 4096, "n_embd": 4096 * 4}, "d_model"),
+    ({"n_embd": 1600, "n_head": 25, "n_layer": 48}, "1,47\\d million weights"),  # GPT-2 XL: past the default
+    ({"n_layer": -3}, "n_layers must be at least 1"),
+    ({"n_layer": "many"}, "holds no config.json of a model the app can read"),  # the library refuses it
+    ({"n_embd": 30, "n_head": 4}, "cannot be opened here"),  # 30 is not a multiple of 4
+])
+def test_a_config_past_the_limits_is_refused_before_anything_is_built(tmp_path, sizes, message):
+    folder = crafted_gpt2(tmp_path / "big-1", **sizes)
+    with pytest.raises(pretrained.PretrainedError, match=message):
+        pretrained.load(folder)
+
+
+def test_a_checkpoint_the_library_cannot_read_is_one_message_never_a_traceback(tmp_path, folders):
+    """Weights that are not safetensors, a truncated file, a pickle: PretrainedError naming no path."""
+    import shutil
+
+    for name, weights in (("garbage", b"\x00" * 100), ("truncated", None), ("pickle", b"\x80\x04K\x01.")):
+        folder = tmp_path / name
+        shutil.copytree(folders["gpt2"], folder)
+        target = folder / "model.safetensors"
+        if weights is None:
+            target.write_bytes(target.read_bytes()[:200])
+        elif name == "pickle":
+            target.unlink()
+            (folder / "pytorch_model.bin").write_bytes(weights)
+        else:
+            target.write_bytes(weights)
+        with pytest.raises(pretrained.PretrainedError) as caught:
+            pretrained.load(str(folder))
+        assert str(tmp_path) not in str(caught.value)

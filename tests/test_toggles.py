@@ -129,7 +129,7 @@ def test_recordings_are_computed_in_the_recorder_thread(monkeypatch):
     monkeypatch.setattr(store, "record_text", record_text)
     text = "the recorder thread reads this sentence ."
     recording = get_recording(Setting("lm-rope"), text)
-    assert threads == ["recorder_0"]
+    assert len(threads) == 1 and threads[0].startswith("recorder")  # the main worker or the cheap passes' one
     # its prefault, freed at the top of whichever malloc arena the thread was given, stays below the threshold at
     # which glibc gives a heap's free top back (the main arena gave it back at 256 MiB)
     from core.serving.allocator import TOP_PAD, TRIM_THRESHOLD

@@ -16,7 +16,7 @@ from vision_models import write_tiny_vits
 from core.model import registry
 from core.training.live import runs
 from core.training.live import spec as live_spec
-from pages.ui.models import model_label, text_cards
+from pages.ui.models import model_label
 
 PAGE = str(PAGES / "live_training.py")
 
@@ -163,8 +163,13 @@ def test_a_short_run_trains_shows_its_curves_and_snapshots_and_saves(new_page, u
     ok(at)
     assert "Saved as **class-run**" in texts(at) and at.get("download_button")
     assert (user_dir / "class-run" / "class-run.safetensors").is_file()
-    cards = text_cards()  # what every text page's model picker lists: the bundled models, then the saved run
-    assert [card.name for card in cards][-1] == "class-run" and model_label(cards[-1]) == "class-run · your run"
+    mine = runs.visible_runs(registry.user_cards(), at.session_state["browser_id"])  # this browser's menus list it
+    assert [card.name for card in mine] == ["class-run"] and model_label(mine[0]) == "class-run · your run"
+    assert runs.visible_runs(registry.user_cards(), "another browser") == []
+    assert "Your saved runs (1 of at most" in " ".join(e.label for e in at.expander)
+    at.button(key="tr_delete_class-run").click().run()  # its browser deletes it
+    ok(at)
+    assert not (user_dir / "class-run").exists() and registry.user_cards() == []
 
 
 def test_the_snapshots_show_masked_cells_grey_and_hatched_as_every_page_does(new_page):
@@ -233,6 +238,9 @@ def test_a_saved_run_opens_in_the_other_pages_like_a_bundled_model(app, user_dir
     assert run.join(timeout=120)
     name = f"my-{page.removesuffix('.py')}"  # models are cached by name: one name per model, as saving ensures
     run.save(name, "saver")
+    at = app(str(PAGES / page))  # another browser: the run is not in its menu until the teacher shares it
+    assert f"{name} · your run" not in at.sidebar.selectbox(key="model").options
+    registry.set_shared(name, True)
     at = app(str(PAGES / page))
     picker = at.sidebar.selectbox(key="model")
     assert picker.options[-1] == f"{name} · your run"
@@ -303,3 +311,11 @@ def test_a_saved_run_says_its_name_and_no_server_folder(new_page, user_dir):
     ok(at)
     saved = " ".join(message.value for message in at.success)
     assert "Saved as **named**" in saved and "/" not in saved and str(user_dir) not in texts(at)
+
+
+def test_a_huge_run_id_in_a_link_is_named_short_once_and_leaves_the_url(new_page):
+    """Issue 36, finding 9: a 200 KB ?run= was echoed whole, and every poll of the page sent it back."""
+    at = new_page(run="x" * 200_000)
+    note = " ".join(info.value for info in at.info)
+    assert "x" * 200 in note and "x" * 201 not in note
+    assert "run" not in at.query_params

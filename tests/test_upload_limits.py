@@ -160,3 +160,32 @@ def test_busy_server_says_try_again_and_header_checks_still_answer(monkeypatch):
         for _ in range(held):
             image_io._DECODE_SLOTS.release()
     assert load_image(data).array.shape == (32, 32, 3)
+
+
+def test_a_png_of_300000_text_chunks_is_refused_from_its_chunk_headers(decodes):
+    """Issue 36: Pillow parsed every text chunk while opening the file (0.8 CPU-s) before any decode slot applied."""
+    from upload_files import png_chunk, png_header
+
+    text = png_chunk(b"tEXt", b"k\0v")
+    pixels = flat_png(64, 64)[len(png_header(64, 64)):]  # a real PNG's IDAT and IEND, after its signature and IHDR
+    data = png_header(64, 64) + text * 300_000 + pixels
+    assert len(data) <= image_io.MAX_UPLOAD_BYTES
+    started = time.process_time()
+    with pytest.raises(ImageInputError, match="more than 4096 chunks"):
+        load_image(data)
+    assert time.process_time() - started < 0.2  # a scan of 4097 chunk headers, not 300,000 text chunks parsed
+    assert decodes == []
+    few = png_header(64, 64) + text * 100 + pixels
+    assert load_image(few).array.shape == (32, 32, 3)  # a picture with some metadata still opens
+
+
+def test_the_largest_webp_accepted_costs_about_what_the_largest_png_does(tmp_path):
+    """A lossless WebP decodes through libwebp's own buffers, 16 bytes a pixel: 131 MB at 3840x2160 (issue 36)."""
+    big = Image.new("RGBA", (3840, 2160), (10, 200, 10, 128))
+    with pytest.raises(ImageInputError, match="limit for a WebP is 2.1 megapixels"):
+        load_image(encode(big, "WEBP", lossless=True))
+    path = tmp_path / "largest.webp"
+    path.write_bytes(encode(big.resize((1920, 1080)), "WEBP", lossless=True))
+    grown, outcome = peak_growth_mb(path)
+    assert outcome == "decoded to (32, 32, 3)", outcome
+    assert grown < 45, f"peak memory grew by {grown:.0f} MB"

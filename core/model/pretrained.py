@@ -26,6 +26,7 @@ import importlib.util
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -124,14 +125,64 @@ def is_folder(source: str) -> bool:
     return source.startswith(("/", "~"))
 
 
+ROOTS_ENV = "ATTENTION_LAB_MODEL_ROOTS"  # the folders (os.pathsep between) under which a model folder may be opened
+MAX_CONFIG_BYTES = 1 << 20  # a config.json larger than this is not a model's (GPT-2's is 0.7 KB)
+
+
+def model_roots() -> list[Path]:
+    """Where model folders may be opened: $ATTENTION_LAB_MODEL_ROOTS, else the server user's home and the temporary
+    folder (where a downloaded model usually lies); each resolved to its real path."""
+    listed = os.environ.get(ROOTS_ENV)
+    roots = listed.split(os.pathsep) if listed else [str(Path.home()), tempfile.gettempdir()]
+    return [Path(os.path.realpath(os.path.expanduser(root))) for root in roots if root]
+
+
+def unopenable(source: str) -> PretrainedError:
+    """The one message for every folder that cannot be opened (missing, not a folder, unreadable, outside the roots,
+    hidden, without a config of a family we read), so that a reply never tells which (issue 36, finding 7: an answer
+    that differed for /root/.ssh told that it exists)."""
+    return PretrainedError(f"there is no folder {Path(source).name or source!r} the app can open a model from "
+                           "(a folder of GPT-2, BERT, DistilBERT or ViT files: config.json and model.safetensors, "
+                           "in a folder this server opens models from)")
+
+
+def canonical_source(source: str) -> str:
+    """One spelling per model, so that each is opened and kept once: a folder's real path (symbolic links, "//",
+    "..", "~" and a trailing "/" resolved), a repo id as typed. PretrainedError (unopenable) for a folder outside
+    model_roots(), or with a hidden part (.ssh, .config): a model folder has no reason to be one."""
+    if not is_folder(source):
+        return source
+    real = Path(os.path.realpath(os.path.expanduser(source)))
+    inside = any(real == root or root in real.parents for root in model_roots())
+    if not inside or any(part.startswith(".") for part in real.parts):
+        raise unopenable(source)
+    return str(real)
+
+
+def _folder_config(source: str, folder: Path) -> dict:
+    """The folder's config.json as a dict of one of FAMILIES, else unopenable(source): read by us, size-bounded,
+    before the library sees it."""
+    config = folder / "config.json"
+    try:
+        if not config.is_file() or config.stat().st_size > MAX_CONFIG_BYTES:
+            raise unopenable(source)
+        data = json.loads(config.read_text())
+    except (OSError, ValueError, RecursionError):
+        raise unopenable(source) from None
+    if not isinstance(data, dict) or data.get("model_type") not in FAMILIES:
+        raise unopenable(source)
+    return data
+
+
 def folder_of(source: str) -> Path:
-    """The folder holding the model's files: the one named, or the repo's snapshot in the local Hugging Face cache
-    (fetched first only where downloads are allowed)."""
+    """The folder holding the model's files: the one named (canonical_source), or the repo's snapshot in the local
+    Hugging Face cache (fetched first only where downloads are allowed)."""
     _require_transformers()
     if is_folder(source):
-        folder = Path(source).expanduser()
+        folder = Path(canonical_source(source))
         if not folder.is_dir():
-            raise PretrainedError(f"there is no folder {source!r} on this computer")
+            raise unopenable(source)
+        _folder_config(source, folder)
         return folder
     if not REPO_ID.fullmatch(source):
         raise PretrainedError(f"{source!r} is neither a folder (an absolute path) nor a model name such as gpt2")
@@ -140,9 +191,9 @@ def folder_of(source: str) -> Path:
     try:
         return Path(snapshot_download(source, cache_dir=hub_cache(), local_files_only=not downloads_allowed(),
                                       allow_patterns=FETCHED))
-    except Exception as error:  # noqa: BLE001 - huggingface_hub raises several kinds for "not there"
+    except Exception:  # noqa: BLE001 - huggingface_hub raises several kinds for "not there"
         if downloads_allowed():
-            raise PretrainedError(f"{source!r} could not be fetched from the Hugging Face hub ({error})") from None
+            raise PretrainedError(f"{source!r} could not be fetched from the Hugging Face hub") from None
         raise PretrainedError(
             f"{source!r} is not in this computer's Hugging Face cache, and the app downloads nothing unless allowed. "
             f"Fetch it once with `hf download {source}` (or `huggingface-cli download {source}`), or start the app "
@@ -150,15 +201,16 @@ def folder_of(source: str) -> Path:
 
 
 def _resolve_config(source: str):
-    """The transformers config of `source` (a folder, or a repo id in the cache / on the hub if allowed)."""
+    """The transformers config of `source` (a folder, or a repo id in the cache / on the hub if allowed). A config
+    the library cannot read (crafted ones raise RecursionError, validation errors…) is one message, never a
+    traceback, and quotes no path."""
     from transformers import AutoConfig
 
     folder = folder_of(source)
     try:
         return AutoConfig.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, KeyError) as error:
-        raise PretrainedError(f"{describe_source(source)} holds no config.json of a model the app can read "
-                              f"({error})") from None
+    except Exception:  # noqa: BLE001 - a crafted config.json raises whatever the library's parsing meets
+        raise PretrainedError(f"{describe_source(source)} holds no config.json of a model the app can read") from None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -174,9 +226,52 @@ def _activation(name: str, family: str) -> str:
     return ACTIVATIONS[name]
 
 
+# The largest of each size a model may have here: GPT-2 XL (48 layers, D = 1600, 25 heads), BERT-large (24, 1024,
+# 16, D_mlp 4096, 30522 words), multilingual BERT (119547 words) and ViT-huge/14 (32, 1280, 16, 257 patches) fit.
+# Checked before anything is built: a config.json with n_layer 10**6 kept a server busy building it (issue 36).
+LIMITS = {"n_layers": 48, "d_model": 2048, "n_heads": 64, "d_mlp": 8192, "vocab_size": 262_144, "max_len": 8192,
+          "n_classes": 22_000, "image_size": 1024}
+MAX_PARAMETERS_ENV = "ATTENTION_LAB_MAX_PARAMETERS"  # the most weights a model opened here may have
+MAX_PARAMETERS = 400_000_000  # GPT-2 medium (355 M) and BERT-large (335 M) fit, GPT-2 large (774 M) does not
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """About how many weights a model of `cfg` holds: embeddings, each block's four D×D attention maps and two MLP
+    maps, the unembedding (biases and norms, under 1%, left out)."""
+    embeddings = (cfg.vocab_size + cfg.max_len) * cfg.d_model
+    blocks = cfg.n_layers * (4 * cfg.d_model ** 2 + 2 * cfg.d_model * cfg.d_mlp)
+    return embeddings + blocks + (cfg.vocab_size + cfg.n_classes) * cfg.d_model
+
+
+def check_size(cfg: ModelConfig) -> None:
+    """PretrainedError naming the first size past LIMITS, or weights past $ATTENTION_LAB_MAX_PARAMETERS."""
+    for name, limit in LIMITS.items():
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value > limit:
+            raise PretrainedError(f"its {name} is {str(value)[:20]}; the app opens models with {name} up to {limit}")
+    limit = int(os.environ.get(MAX_PARAMETERS_ENV) or MAX_PARAMETERS)
+    if (count := parameter_count(cfg)) > limit:
+        raise PretrainedError(f"it has about {count / 1e6:,.0f} million weights; this server opens models of up to "
+                              f"{limit / 1e6:,.0f} million ({MAX_PARAMETERS_ENV} sets it)")
+
+
 def model_config(hf) -> ModelConfig:
-    """Our ModelConfig for a transformers config of one of FAMILIES; PretrainedError for anything we would
-    compute differently from the library (so a loaded model is never silently another one)."""
+    """Our ModelConfig for a transformers config of one of FAMILIES, within LIMITS; PretrainedError for anything
+    we would compute differently from the library (so a loaded model is never silently another one), and for a
+    config whose values make no model (a string for a size, a negative width)."""
+    try:
+        cfg = _family_config(hf)
+    except PretrainedError:
+        raise
+    except ConfigError as error:
+        raise PretrainedError(str(error)) from None
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError):
+        raise PretrainedError("its config.json holds values that make no model the app can build") from None
+    check_size(cfg)
+    return cfg
+
+
+def _family_config(hf) -> ModelConfig:
     family = hf.model_type
     if family not in FAMILIES:
         raise PretrainedError(f"the app reads GPT-2, BERT, DistilBERT and ViT models; this one is {family!r}")
@@ -332,12 +427,23 @@ def _auto_class(family: str):
             "vit": transformers.AutoModelForImageClassification}[family]
 
 
+def check_weights_size(folder: Path) -> None:
+    """PretrainedError when the folder's weight files hold more than MAX_PARAMETERS float32 weights could (a config
+    that claims a small model beside 20 GB of weights)."""
+    limit = 4 * int(os.environ.get(MAX_PARAMETERS_ENV) or MAX_PARAMETERS) * 1.1  # float32, plus headers and names
+    if sum(path.stat().st_size for path in folder.glob("*.safetensors")) > limit:
+        raise PretrainedError(f"its weight files are larger than a model of up to {limit / 4.4e6:,.0f} million "
+                              "weights (the most this server opens)")
+
+
 def library_model(source: str):
     """The checkpoint as the library itself builds it (eager attention, so it can return its patterns), in eval
     mode; PretrainedError when its head's weights are not in the checkpoint (the library would invent them)."""
     hf_config = _resolve_config(source)
+    check_weights_size(folder_of(source))
     model, info = _auto_class(hf_config.model_type).from_pretrained(
-        str(folder_of(source)), local_files_only=True, attn_implementation="eager", output_loading_info=True)
+        str(folder_of(source)), local_files_only=True, attn_implementation="eager", output_loading_info=True,
+        use_safetensors=True)  # never a pickle (pytorch_model.bin): unpickling a stranger's file runs its code
     if info.get("missing_keys"):
         raise PretrainedError(f"the checkpoint lacks weights its {hf_config.model_type} head needs "
                               f"({', '.join(sorted(info['missing_keys'])[:3])}…): the app would have to invent them")
@@ -414,8 +520,8 @@ def library_tokenizer(source: str):
 
     try:
         return AutoTokenizer.from_pretrained(str(folder_of(source)), local_files_only=True)
-    except (OSError, ValueError) as error:
-        raise PretrainedError(f"the model's tokenizer could not be read ({error})") from None
+    except (OSError, ValueError):
+        raise PretrainedError("the model's tokenizer could not be read") from None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -435,12 +541,14 @@ def describe_source(source: str) -> str:
 
 
 def card_for(source: str, hf_config=None) -> ModelCard:
-    """The card of a pretrained model, from its config alone (cheap: no weights read)."""
+    """The card of a pretrained model, from its config alone (cheap: no weights read), named by its
+    canonical_source (so `big-1/`, `//big-1` and a link to big-1 are one model)."""
+    source = canonical_source(source)
     hf_config = hf_config or _resolve_config(source)
     try:
         cfg = model_config(hf_config)
-    except ConfigError as error:
-        raise PretrainedError(f"{describe_source(source)} cannot be built here: {error}") from None
+    except PretrainedError as error:
+        raise PretrainedError(f"{describe_source(source)} cannot be opened here: {error}") from None
     family = hf_config.model_type
     words = {"gpt2": "GPT-2", "bert": "BERT", "distilbert": "DistilBERT", "vit": "ViT"}[family]
     training = {"origin": "hugging face", "family": family}
@@ -451,13 +559,26 @@ def card_for(source: str, hf_config=None) -> ModelCard:
                      training=training)
 
 
-@lru_cache(maxsize=4)
 def load(source: str) -> Pretrained:
-    """Open a pretrained model once per process. source: a folder, or a repo id in the local cache."""
+    """Open a pretrained model once per process (each spelling of one folder is one model). source: a folder, or a
+    repo id in the local cache. Its size is checked from its config before a weight is read (check_size), and a
+    checkpoint the library fails to read, however it fails (RuntimeError, RecursionError, a truncated file…), is
+    one PretrainedError that quotes no path."""
+    return _load(canonical_source(source))
+
+
+@lru_cache(maxsize=4)
+def _load(source: str) -> Pretrained:
     hf_config = _resolve_config(source)
     card = card_for(source, hf_config)
-    library = library_model(source)
-    model = convert(library, source)
-    family = hf_config.model_type
-    tokenizer = None if family == "vit" else PretrainedTokenizer(library_tokenizer(source), family)
+    try:
+        library = library_model(source)
+        model = convert(library, source)
+        tokenizer = (None if hf_config.model_type == "vit" else
+                     PretrainedTokenizer(library_tokenizer(source), hf_config.model_type))
+    except PretrainedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a crafted checkpoint fails wherever the library's reading does
+        raise PretrainedError(f"{describe_source(source)} could not be read as a {hf_config.model_type} model "
+                              f"({type(error).__name__})") from None
     return Pretrained(model, card, tokenizer)

@@ -96,15 +96,40 @@ _cards: dict[Path, tuple[int, list[ModelCard]]] = {}  # user dir -> (its mtime i
 _bundled: dict[Path, tuple[tuple, list[ModelCard]]] = {}  # models dir -> (its cards' names, mtimes, sizes; cards)
 
 
+SHARED_FILE = ".shared"  # in the user directory: the saved runs a teacher shares with every browser, one a line
+
+
+def shared_run_names(root: Path | None = None) -> set[str]:
+    """The saved runs every browser's menu lists (set_shared writes them)."""
+    try:
+        return set((root or user_dir()).joinpath(SHARED_FILE).read_text().split())
+    except OSError:
+        return set()
+
+
+def set_shared(name: str, shared: bool) -> None:
+    """Share a saved run with every browser, or stop sharing it. The list is written beside and renamed into place,
+    which changes the user directory's modification time: every replica reads the cards again (user_cards)."""
+    root = user_dir()
+    names = shared_run_names(root) - {name} | ({name} if shared else set())
+    temporary = root / f"{SHARED_FILE}.{os.getpid()}{TEMPORARY_SUFFIX}"
+    temporary.write_text("".join(f"{n}\n" for n in sorted(names)))
+    temporary.replace(root / SHARED_FILE)
+    forget_user_cards()
+
+
 def _read_user_cards(root: Path) -> list[ModelCard]:
+    shared = shared_run_names(root)
     cards = []
     for folder in sorted(root.iterdir()) if root.is_dir() else ():
         path = folder / f"{folder.name}.json"
         if RUN_NAME.fullmatch(folder.name) and _complete(path):
             try:
-                cards.append(read_card(path))
+                card = read_card(path)
             except (OSError, ValueError, KeyError, TypeError):
                 continue
+            card.training["shared"] = folder.name in shared
+            cards.append(card)
     return cards
 
 

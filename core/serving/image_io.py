@@ -34,6 +34,13 @@ MAX_PIXELS = 3840 * 2160
 # 3 bytes a pixel, so it may claim what a phone's camera takes, 12 megapixels.
 MAX_JPEG_PIXELS = 6000 * 4000
 MAX_PROGRESSIVE_JPEG_PIXELS = 4000 * 3000
+# libwebp decodes into its own buffers beside Pillow's, about 16 bytes a pixel: a lossless 3840x2160 WebP of 400
+# bytes peaked at 131 MB (issue 36). A full-HD WebP peaks at 36 MB, as the largest PNG does.
+MAX_WEBP_PIXELS = 1920 * 1080
+# Pillow reads a PNG's chunks up to its pixels when it opens the file, before the decode slots: 300,000 text chunks
+# cost 0.8 CPU-s (issue 36). A picture has a few dozen (an APNG two a frame); past these the file is refused from a
+# scan of the chunk headers alone, which stops at the limit.
+MAX_PNG_CHUNKS = 4096
 MIN_SIDE = 8
 # JPEGs are decoded at a reduced scale (1/2 .. 1/8) as long as both sides stay
 # at least this many times the target size: cheap, and plenty for a tiny output.
@@ -140,12 +147,32 @@ def _open(data: bytes) -> Image.Image:
         ) from exc
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_png_chunks(data: bytes) -> None:
+    """Refuse a PNG of more than MAX_PNG_CHUNKS chunks, counting from their headers (4-byte length, 4-byte type,
+    the data, a 4-byte CRC) and stopping at IEND, the end of the data, or the limit."""
+    if not data.startswith(PNG_SIGNATURE):
+        return
+    at, chunks = len(PNG_SIGNATURE), 0
+    while at + 8 <= len(data) and data[at + 4:at + 8] != b"IEND":
+        chunks += 1
+        if chunks > MAX_PNG_CHUNKS:
+            raise ImageInputError(f"The PNG holds more than {MAX_PNG_CHUNKS} chunks (a picture has a few dozen): "
+                                  "save it again without its extra data.")
+        at += 12 + int.from_bytes(data[at:at + 4], "big")
+
+
 def _megapixels(pixels: int) -> str:
     return f"{pixels / 1_000_000:.1f}".removesuffix(".0")
 
 
 def _pixel_limit(image: Image.Image) -> tuple[int, str, str]:
     """(most pixels the image may have, its kind for a message, advice) by what decoding it costs."""
+    if image.format == "WEBP":
+        return (MAX_WEBP_PIXELS, "a WebP",
+                f" (a JPEG may have {_megapixels(MAX_JPEG_PIXELS)}): shrink it or save it as a JPEG")
     if image.format not in _JPEG_FORMATS:
         return (MAX_PIXELS, f"a {image.format}",
                 f" (a JPEG may have {_megapixels(MAX_JPEG_PIXELS)}): shrink it or save it as a JPEG")
@@ -186,6 +213,7 @@ def _decode_slot() -> Iterator[None]:
 def _decode(data: bytes, size: int) -> LoadedImage:
     """Open and check from the header, then decode in one of the slots; may raise any Pillow error (wrapped by
     the caller)."""
+    _check_png_chunks(data)
     with _open(data) as image:
         _check_dimensions(image)
         with _decode_slot():

@@ -48,15 +48,42 @@ def loader_js(asset: Path = ASSET) -> str:
 _component = st.components.v2.component("attention_lab.heatmap", js=loader_js(), isolate_styles=False)
 
 
+def cell_limits(spec: dict) -> dict[str, int]:
+    """What a click on this chart sends (assets/web/heatmap.js): each field's name and the count its index is below.
+    A head view's band or label: {"query"}; a tile of every head: {"layer", "head", row role, column role}; a cell:
+    {row role, column role} ("query" and "key", swapped in paper notation; "row" and "column" on an image)."""
+    if spec.get("kind") == "lines":
+        return {"query": len(spec["labels"])}
+    rows, cols = spec["arrays"]["masked"].shape
+    tiles = spec.get("tiles")
+    if tiles:
+        rows = cols = tiles["size"]
+    limits = {spec["row_role"]: rows, spec["col_role"]: cols}
+    return limits | ({"layer": tiles["layers"], "head": tiles["heads"]} if tiles else {})
+
+
+def valid_cell(cell, limits: dict[str, int]) -> dict[str, int] | None:
+    """The click's cell when it is one this chart can send (cell_limits: those fields, each an integer index within
+    its count), else None. The browser sends what it likes: a forged value (a string, -1, 10**9, a missing field)
+    raised uncaught exceptions in the pages' callbacks and wrote tracebacks to the log (issue 36, finding 9)."""
+    if not isinstance(cell, dict) or set(cell) != set(limits):
+        return None
+    ok = all(type(cell[name]) is int and 0 <= cell[name] < limit for name, limit in limits.items())
+    return dict(cell) if ok else None
+
+
 def heatmap(spec: dict, key: str, filename: str, on_cell=None, png_title: str = "") -> None:
     """Draw `spec` (core.figures.canvas) under `key`; its PNG button saves `filename`.png with `png_title` at the
     top (on the page that title sits above the chart). Presenter mode scales its type as it does the plotly charts'.
     A click on a cell calls `on_cell(cell)`, cell = {"query": q, "key": k}, as a Streamlit callback (before the
-    rerun, so it may set widgets' state)."""
+    rerun, so it may set widgets' state); a cell the chart cannot send (valid_cell) is ignored."""
+    limits = cell_limits(spec)
 
     def clicked() -> None:  # Streamlit keeps a component's clicks only for a callback
-        if on_cell is not None:
-            on_cell((st.session_state.get(key) or {}).get("cell"))
+        state = st.session_state.get(key)
+        cell = valid_cell(state.get("cell") if isinstance(state, dict) else None, limits)
+        if on_cell is not None and cell is not None:
+            on_cell(cell)
 
     serve_web()
     _component(data=pack(spec, filename=filename, png_title=png_title, font_scale=font_scale()), key=key,

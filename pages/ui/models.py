@@ -14,6 +14,8 @@ import streamlit as st
 from core.model import pretrained, registry
 from core.model.checkpoint import ModelCard
 from core.model.transformer import Transformer
+from core.training.live.runs import visible_runs
+from pages.ui.browser import browser_id
 from pages.ui.safety import literal, show_input_error
 from pages.ui.widgets import BIND, keep_in_url
 
@@ -25,12 +27,13 @@ def models_dir() -> Path:
 
 
 def model_cards(tasks: tuple[str, ...]) -> list[ModelCard]:
-    """The cards of the models for these tasks: the bundled ones (models_dir()), then the user's saved runs
-    ($ATTENTION_LAB_USER_DIR, see core/model/registry.py) whose names no bundled model takes. Saved runs come from
+    """The cards of the models for these tasks: the bundled ones (models_dir()), then the saved runs
+    ($ATTENTION_LAB_USER_DIR, see core/model/registry.py) this browser saved or the teacher shares
+    (core.training.live.runs.visible_runs) whose names no bundled model takes. Saved runs come from
     registry.user_cards()'s cache, read again when a run is saved."""
     bundled = registry.list_cards(models_dir())
     taken = {card.name for card in bundled}
-    runs = [card for card in registry.user_cards() if card.name not in taken]
+    runs = [card for card in visible_runs(registry.user_cards(), browser_id()) if card.name not in taken]
     return [card for card in bundled + runs if card.task in tasks]
 
 
@@ -87,7 +90,7 @@ def open_pretrained_model(tasks: tuple[str, ...] = registry.PRETRAINED_TASKS) ->
             show_input_error(f"{pretrained.describe_source(source)} is {'a text' if image else 'an image'} model: open "
                              f"it on the {'Text explorer' if image else 'Image attention'} page")
             return
-        remember_opened(source)
+        remember_opened(pretrained.source_of(card.name))
         st.session_state[PICK_NEXT] = card.name  # the picker exists already: it takes the name on the rerun
         st.rerun()
 
@@ -98,8 +101,8 @@ def folders_allowed() -> bool:
 
 
 def openable_card(source: str) -> ModelCard:
-    """The card of a pretrained model named by the sidebar's box or a link, or PretrainedError saying why this
-    server will not open it."""
+    """The card of a pretrained model named by the sidebar's box or a link (named by its canonical source, one per
+    folder), or PretrainedError saying why this server will not open it."""
     if pretrained.is_folder(source) and not folders_allowed():
         raise pretrained.PretrainedError("this server opens models by their cached name only, not from its folders")
     return pretrained.card_for(source)
@@ -125,11 +128,13 @@ def open_linked_model() -> None:
     try:
         if not pretrained.available():
             raise pretrained.PretrainedError(f"real models need `{pretrained.INSTALL_HINT}` on this server")
-        openable_card(source)
+        card = openable_card(source)
     except pretrained.PretrainedError as error:
         st.info(literal(f"The link's model could not be opened: {error}"), icon=":material/link_off:")
         return
-    remember_opened(source)
+    remember_opened(pretrained.source_of(card.name))
+    if card.name != linked:  # another spelling of a folder (hf:/a/b/, hf://a/b): the picker holds the real path
+        st.session_state[PICK_NEXT] = card.name
 
 
 OWN_MODEL = "own_model"  # session state: the user's pretrained model last chosen on a page that reads it
@@ -254,7 +259,7 @@ def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MO
     card = pick_model(cards, default, f"No bundled text model yet: they appear in `{models_dir()}` as training "
                       "finishes (`python -m core.train`). Reload the page then.", TEXT_MODEL_HELP, "text", on_change)
     cfg = card.config
-    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {card.description or card.task}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
+    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {literal(card.description or card.task)}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
                        f"encoding {cfg.pos_encoding}  \nHeld-out: {registry.quality(card) or 'not evaluated'}")
     return card

@@ -1,15 +1,16 @@
 """The recording store: what to record (a Setting), one store of recordings that every session shares without
-copies (core/serving/lru.py), and the one recorder thread that computes them.
+copies (core/serving/lru.py), and the one recorder thread that computes them, shared fairly between sessions
+(core/serving/scheduler.py).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from core.model import registry
 from core.model.checkpoint import ModelCard
@@ -17,8 +18,9 @@ from core.model.config import ConfigError
 from core.model.masks import MaskSpec
 from core.model.recording import Recording
 from core.model.run import TextInputError, length_refusal, record_text
-from core.serving.allocator import prefault
+from core.serving.allocator import MemorySweeper, prefault
 from core.serving.lru import ByteLRU
+from core.serving.scheduler import CHEAP_COST, FairScheduler, Superseded
 from pages.ui.models import get_model, models_dir
 
 
@@ -80,15 +82,52 @@ def shared_result(function):
 
 
 @st.cache_resource
-def recorder() -> ThreadPoolExecutor:
-    """The one thread that runs the recorded forward passes the store keeps, for every session. Its memory is
-    faulted in up front, the store's budget of it (core/serving/allocator.py: at 512 tokens a pass took 200 ms, 150 ms of
-    them page faults, while the store was filling; glibc may give some of it back later, see there); sessions'
-    scripts run in ever new threads, with other allocator arenas, where pages freed by one are not at hand for the
-    next. One thread also runs the passes one at a time, as the one shared core of a small server does anyway."""
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recorder")
-    executor.submit(prefault, RESULTS_MB * 2**20)
-    return executor
+def recorder() -> FairScheduler:
+    """The threads that run the recorded forward passes the store keeps, for every session, one pass waiting per
+    session and the cheapest first, a second thread for cheap passes only (core/serving/scheduler.py); memory is
+    given back after a spike of long texts (core/serving/allocator.py's MemorySweeper).
+    Its memory is faulted in up front, the store's budget of it (core/serving/allocator.py: at 512 tokens a pass took
+    200 ms, 150 ms of them page faults, while the store was filling; glibc may give some of it back later, see
+    there); sessions' scripts run in ever new threads, with other allocator arenas, where pages freed by one are not
+    at hand for the next. One thread also runs the passes one at a time, as the one shared core of a small server
+    does anyway."""
+    scheduler = FairScheduler("recorder")
+    MemorySweeper()  # memory a spike of long texts freed goes back to the system
+    # costed past the cheap lane's limit: the main worker runs it, whose arena then holds the pages for long passes
+    scheduler.submit("", CHEAP_COST + 1, lambda: prefault(RESULTS_MB * 2**20))
+    return scheduler
+
+
+def session_key() -> str:
+    """This session's id ("" outside a running script)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def pass_cost(n_layers: int, text: str) -> float:
+    """The recorder's cost of recording `text`: layers x tokens², tokens estimated by words (the bundled models read
+    words)."""
+    return n_layers * (len(text.split()) + 1) ** 2
+
+
+def record_in_turn(work, cfg, text: str):
+    """`work()` run in the recorder in this session's turn (a pass of a model of config `cfg` on `text`); while the
+    session's previous pass is still running, a note says that this one comes after it (the note goes once it has
+    run). A pass superseded by a newer one of this session (its page was rerun meanwhile) stops this obsolete run
+    quietly: nothing stored, no error shown."""
+    scheduler = recorder()
+    cost = pass_cost(cfg.n_layers, text)
+    session = session_key()
+    note = st.empty() if session and scheduler.runs_for(session) else None
+    if note is not None:
+        note.info("Still working on your last request: this one runs when it ends.", icon=":material/hourglass_top:")
+    try:
+        return scheduler.submit(session, cost, work).result()
+    except Superseded:
+        st.stop()
+    finally:
+        if note is not None:
+            note.empty()
 
 
 @shared_result
@@ -102,7 +141,8 @@ def _recording(model: str, text: str, mask: str | None, window: int, stride: int
         if mask is not None:
             cfg = transformer.cfg
             spec = MaskSpec(mask, window or cfg.window, cfg.is_causal, stride or cfg.stride)
-        return recorder().submit(record_text, transformer, text, mask=spec, pe=pe, card=card).result()
+        return record_in_turn(lambda: record_text(transformer, text, mask=spec, pe=pe, card=card), transformer.cfg,
+                              text)
     except (TextInputError, ConfigError, registry.UnknownModelError, ValueError) as error:
         return str(error)  # ValueError: e.g. a length the model refuses
 

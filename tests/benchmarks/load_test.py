@@ -23,6 +23,14 @@ press Start and watch their run as the page polls it (K of them in a second tab 
 classroom is --trainers 5 --two-tabs 2. Compare the toggles' p95 (mask, pe) with a run without them. With
 --uploaders N, N students on the image page upload, in turn, the 39.7-megapixel PNG of the issue and the largest PNG
 the page accepts, clicking a layer twice after each ("upload", "upload layer").
+
+Attacker mode (issue 36): --attackers 4 adds hostile students who send a new 990-word text to lm-rope-long as soon as
+the last is answered, --flooder one who PUTs 5 MB files without pause from a page with no uploader (under file ids
+it makes up and ones the server issued; the answers are counted by status), --after 60 samples the memory for a
+minute after the class ends. The class's errors leave out the attackers' own; compare the toggles' p95, the peak
+and the memory 60 s after with a run without attackers:
+    python tests/benchmarks/load_test.py --sessions 10 --minutes 3 --think 2 8 --after 60
+    python tests/benchmarks/load_test.py --sessions 10 --minutes 3 --think 2 8 --after 60 --attackers 4 --flooder
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import random
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +68,7 @@ BOUNDED_GROWTH = 0.10  # second-half peak RSS may exceed the first-half peak by 
 # recording cache (64 entries) and the sessions' own data take about 2 minutes to fill, so the first half of the
 # run must be longer than that.
 JUDGE_MEMORY_MINUTES = 5.0
+BROWSER_COOKIE = "attention_lab_browser"  # pages/ui/browser.py: its value is signed by the server
 ID_PREFIX = "$$ID-"  # Streamlit's widget ids: "$$ID-<hash>-<user key>"
 FINISHED = ForwardMsg.ScriptFinishedStatus
 
@@ -138,6 +148,7 @@ class Session:
         self.page_hash = ""
         self.session_id = ""  # the server's id of this tab (uploads are addressed to it)
         self.cookies = ""  # the Cookie header the tab sends
+        self.app_cookie = ""  # name=value of the browser id cookie the app's page script sets (signed by the server)
         self.ws = None
 
     async def open(self) -> Outcome:
@@ -174,18 +185,7 @@ class Session:
         outcome's seconds count all three."""
         widget = self.widgets[key]
         started = time.perf_counter()
-        back = BackMsg()
-        back.file_urls_request.request_id = f"{key}-{started}"
-        back.file_urls_request.file_names.append(name)
-        back.file_urls_request.session_id = self.session_id
-        await self.ws.send(back.SerializeToString())
-        async with asyncio.timeout(self.timeout):
-            while True:
-                msg = ForwardMsg()
-                msg.ParseFromString(await self.ws.recv())
-                if msg.WhichOneof("type") == "file_urls_response":
-                    urls = msg.file_urls_response.file_urls[0]
-                    break
+        urls = await self.upload_urls(name)
         await asyncio.to_thread(put_file, self.url + urls.upload_url, self.cookies, name, data, self.timeout)
         state = WidgetState(id=widget.id)
         info = state.file_uploader_state_value.uploaded_file_info.add()
@@ -195,6 +195,20 @@ class Session:
         outcome = await self._rerun(widget.fragment_id)
         outcome.seconds = time.perf_counter() - started
         return outcome
+
+    async def upload_urls(self, name: str):
+        """Where to PUT a file (its file id, upload and delete URLs), asked over the websocket as the uploader does."""
+        back = BackMsg()
+        back.file_urls_request.request_id = f"{name}-{time.perf_counter()}"
+        back.file_urls_request.file_names.append(name)
+        back.file_urls_request.session_id = self.session_id
+        await self.ws.send(back.SerializeToString())
+        async with asyncio.timeout(self.timeout):
+            while True:
+                msg = ForwardMsg()
+                msg.ParseFromString(await self.ws.recv())
+                if msg.WhichOneof("type") == "file_urls_response":
+                    return msg.file_urls_response.file_urls[0]
 
     async def poll(self) -> Outcome | None:
         """What a fragment with run_every does in the browser: rerun it by itself (None when none is drawn)."""
@@ -245,6 +259,8 @@ class Session:
             self.fragments.add(msg.delta.fragment_id)
         element = msg.delta.new_element
         proto = getattr(element, element.WhichOneof("type") or "empty")
+        if element.WhichOneof("type") == "html" and BROWSER_COOKIE + "=" in proto.body:
+            self.app_cookie = BROWSER_COOKIE + "=" + proto.body.split(BROWSER_COOKIE + "=", 1)[1].split(";", 1)[0]
         element_id = getattr(proto, "id", "")
         if not element_id.startswith(ID_PREFIX):
             return
@@ -364,24 +380,28 @@ TRAINER_QUERY = "tr_steps=5000"  # the default model (reversal, D=32) for about 
 POLL_SECONDS = 2.0  # the live-training page's polling fragment (pages/live_training.py)
 
 
-def trainer_browsers(trainers: int, two_tabs: int) -> list[str]:
-    """The browser id (the app's cookie) of each trainer session: the first `two_tabs` browsers have two tabs each."""
-    browsers = [f"{i:032x}" for i in range(trainers)]
+def trainer_browsers(trainers: int, two_tabs: int) -> list[int]:
+    """The browser of each trainer session (an index): the first `two_tabs` browsers have two tabs each."""
+    browsers = list(range(trainers))
     for i in range(min(two_tabs, trainers)):
         browsers.append(browsers[i])
     return browsers
 
 
-async def trainer(index: int, url: str, deadline: float, browser: str, timeout: float,
+async def trainer(index: int, url: str, deadline: float, cookie: asyncio.Future, first_tab: bool, timeout: float,
                   records: list[Record]) -> None:
     """A student training on the live-training page: open it, press Start, then watch the run as the page's
     fragment polls it, until the deadline. Records "train open", "start" and "poll"; a busy server or a second tab
-    of a browser that already trains (an info or warning box) is not an error."""
+    of a browser that already trains (an info or warning box) is not an error. The browser's first tab opens
+    without a cookie and passes on the signed one the page sets (`cookie`); its second tab waits for it."""
     session = Session(url, timeout, query=TRAINER_QUERY, page="live_training",
-                      cookie=f"attention_lab_browser={browser}")
+                      cookie="" if first_tab else await cookie)
 
     async def train(recorder: Recorder) -> None:
-        recorder.add(await session.open())
+        outcome = await session.open()
+        if first_tab:
+            cookie.set_result(session.app_cookie)
+        recorder.add(outcome)
         recorder.action = "start"
         recorder.add(await session.click("tr_start"))
         recorder.action = "poll"
@@ -392,6 +412,8 @@ async def trainer(index: int, url: str, deadline: float, browser: str, timeout: 
                 recorder.add(outcome)
 
     await drive(session, Recorder(index, records, "train open"), timeout, train)
+    if first_tab and not cookie.done():  # the first tab failed before the page set its cookie: the second goes on
+        cookie.set_result("")
 
 
 UPLOADER_ACTIONS = ("upload open", "upload", "upload layer")  # what an uploading student does (--uploaders)
@@ -430,6 +452,65 @@ async def uploader(index: int, url: str, deadline: float, think: tuple[float, fl
             await asyncio.sleep(rng.uniform(*think))
 
     await drive(session, Recorder(index, records, "upload open"), timeout, upload)
+
+
+ATTACK_ACTIONS = ("attack open", "attack", "flood open", "flood")  # the hostile students' (--attackers, --flooder)
+ATTACK_MODEL = "lm-rope-long"  # the bundled model with the longest context (1024 tokens)
+ATTACK_WORDS = 990  # words of an attacker's text: about 1000 tokens, within that context
+
+
+def attack_text(seed: int) -> str:
+    """A long text no one sent before (grammar documents of its own seed), cut to ATTACK_WORDS words."""
+    from core.data.grammar import generate_documents
+
+    words: list[str] = []
+    while len(words) < ATTACK_WORDS:
+        words += " ".join(generate_documents(40, seed=seed * 1000 + len(words))).split()
+    return " ".join(words[:ATTACK_WORDS])
+
+
+async def attacker(index: int, url: str, deadline: float, timeout: float, records: list[Record]) -> None:
+    """The issue's hostile student: on the text explorer with ATTACK_MODEL, sends a new long text as soon as the
+    last one is answered, until the deadline ("attack")."""
+    session = Session(url, timeout, query=f"model={ATTACK_MODEL}")
+
+    async def attack(recorder: Recorder) -> None:
+        recorder.add(await session.open())
+        recorder.action = "attack"
+        sent = 0
+        while time.monotonic() < deadline:
+            recorder.add(await session.change("text", attack_text(100 * index + sent)))
+            sent += 1
+
+    await drive(session, Recorder(index, records, "attack open"), timeout, attack)
+
+
+async def flooder(index: int, url: str, deadline: float, timeout: float, records: list[Record],
+                  statuses: dict[str, int]) -> None:
+    """The issue's upload flood: from the text explorer (no uploader on it), PUT 5 MB files as fast as the server
+    answers, each under a file id made up and under one the server issued ("flood"); `statuses` counts the answers
+    (204 accepted, 400 unknown id, 413 too many, 503 the server's share full)."""
+    session = Session(url, timeout)
+    data = os.urandom(5 * 2**20 - 4096)
+
+    async def put(file_id: str) -> None:
+        upload = f"{url}/_stcore/upload_file/{session.session_id}/{file_id}"
+        started = time.perf_counter()
+        try:
+            await asyncio.to_thread(put_file, upload, session.cookies, "flood.png", data, timeout)
+            status = "204"
+        except urllib.error.HTTPError as error:
+            status = str(error.code)
+        statuses[status] = statuses.get(status, 0) + 1
+        records.append(Record(index, "flood", time.perf_counter() - started, len(data)))
+
+    async def flood(recorder: Recorder) -> None:
+        recorder.add(await session.open())
+        while time.monotonic() < deadline:
+            await put(os.urandom(16).hex())
+            await put((await session.upload_urls("flood.png")).file_id)
+
+    await drive(session, Recorder(index, records, "flood open"), timeout, flood)
 
 
 def proc_text(pid: int, name: str) -> str:
@@ -483,7 +564,8 @@ async def warm_up(urls: list[str], timeout: float) -> dict[str, float]:
 
 async def classroom(url: str, pids: list[int], sessions: int, minutes: float, think: tuple[float, float],
                     ramp: float, timeout: float, sample: float, texts: list[str], warm: list[str],
-                    browsers: list[str] = (), uploaders: int = 0) -> dict:
+                    browsers: list[int] = (), uploaders: int = 0, attackers: int = 0, flood: bool = False,
+                    after: float = 0.0) -> dict:
     idle_mb = {pid: rss_mb(pid) for pid in pids}
     warm_s = await warm_up(warm, timeout)
     records: list[Record] = []
@@ -498,18 +580,28 @@ async def classroom(url: str, pids: list[int], sessions: int, minutes: float, th
         await asyncio.sleep(ramp * index / sessions)
         await student(index, url, deadline, think, texts, timeout, records)
 
-    trainers = (trainer(sessions + i, url, deadline, browser, timeout, records) for i, browser in enumerate(browsers))
+    cookies = {browser: asyncio.get_running_loop().create_future() for browser in browsers}
+    trainers = (trainer(sessions + i, url, deadline, cookies[browser], browsers.index(browser) == i, timeout, records)
+                for i, browser in enumerate(browsers))
     files = upload_files() if uploaders else []
     uploading = (uploader(sessions + len(browsers) + i, url, deadline, think, files, timeout, records)
                  for i in range(uploaders))
-    await asyncio.gather(*(delayed(index) for index in range(sessions)), *trainers, *uploading)
+    first = sessions + len(browsers) + uploaders
+    attacking = [attacker(first + i, url, deadline, timeout, records) for i in range(attackers)]
+    statuses: dict[str, int] = {}
+    if flood:
+        attacking.append(flooder(first + attackers, url, deadline, timeout, records, statuses))
+    await asyncio.gather(*(delayed(index) for index in range(sessions)), *trainers, *uploading, *attacking)
     elapsed = time.monotonic() - started
+    await asyncio.sleep(after)  # the memory is still sampled: does it come back once the class (and attack) is over?
     stop.set()
     await sampler
     result = report(records, samples, {pid: cpu_seconds(pid) - cpu_start[pid] for pid in pids}, elapsed,
                     dict(url=url, sessions=sessions, minutes=minutes, think_s=list(think), ramp_s=ramp,
-                         trainer_tabs=len(browsers), trainer_browsers=len(set(browsers)), uploaders=uploaders))
+                         trainer_tabs=len(browsers), trainer_browsers=len(set(browsers)), uploaders=uploaders,
+                         attackers=attackers, flood=flood, after_s=after))
     result["warm_up_s"] = warm_s
+    result["flood_statuses"] = statuses
     for pid, server in result["server"].items():
         server["idle_mb_before_warm_up"] = idle_mb[int(pid)]
     return result
@@ -519,11 +611,13 @@ def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float
            settings: dict) -> dict:
     answered = [r for r in records if r.seconds is not None]
     interactions = [r for r in answered if r.action in ACTIONS]  # the students' (toggles, texts)
-    errors = [r for r in records if r.problems]
+    errors = [r for r in records if r.problems and r.action not in ATTACK_ACTIONS]  # the class's, not the attackers'
+    attack_errors = [r for r in records if r.problems and r.action in ATTACK_ACTIONS]
     result = {"settings": settings, "elapsed_s": elapsed,
               "latency": {action: latency_summary([r.seconds for r in answered if r.action == action])
-                          for action in ("open", *ACTIONS, *TRAINER_ACTIONS, *UPLOADER_ACTIONS)},
+                          for action in ("open", *ACTIONS, *TRAINER_ACTIONS, *UPLOADER_ACTIONS, *ATTACK_ACTIONS)},
               "errors": len(errors), "error_examples": [asdict(r) for r in errors[:10]],
+              "attacker_errors": len(attack_errors), "attacker_error_examples": [asdict(r) for r in attack_errors[:3]],
               "interactions_per_s": len(interactions) / elapsed,
               "kb_per_interaction": float(np.mean([r.bytes for r in interactions]) / 1024) if interactions else None,
               "server": {}}
@@ -531,7 +625,9 @@ def report(records: list[Record], samples: dict[int, list], cpu: dict[int, float
     result["latency"]["toggles (mask, pe)"] = latency_summary([r.seconds for r in answered if r.action in TOGGLES])
     result["latency"]["all interactions"] = latency_summary([r.seconds for r in interactions])
     for pid, series in samples.items():
-        result["server"][str(pid)] = {"cpu_s": cpu[pid], "memory": memory_summary(series), "rss_mb": series}
+        during = [sample for sample in series if sample[0] <= elapsed]  # the class; after it: --after's samples
+        result["server"][str(pid)] = {"cpu_s": cpu[pid], "memory": memory_summary(during), "rss_mb": series,
+                                      "baseline_mb": series[0][1], "after_mb": series[-1][1]}
     judged = settings["minutes"] >= JUDGE_MEMORY_MINUTES
     result["memory_bounded"] = all(s["memory"]["bounded"] for s in result["server"].values()) if judged else None
     return result
@@ -550,7 +646,10 @@ def print_report(result: dict) -> None:
     for action, row in result["latency"].items():
         if row["count"]:
             print(f"{action:<17} {row['count']:>6} {row['p50_s']:>7.2f} {row['p95_s']:>7.2f} {row['max_s']:>7.2f}")
-    print(f"errors: {result['errors']}")
+    print(f"errors: {result['errors']}" + (f" (the attackers': {result['attacker_errors']})"
+                                           if s.get("attackers") or s.get("flood") else ""))
+    if result.get("flood_statuses"):
+        print(f"upload flood, answers by status: {result['flood_statuses']}")
     for example in result["error_examples"]:
         print(f"  session {example['session']} {example['action']}: {'; '.join(example['problems'])}")
     for pid, server in result["server"].items():
@@ -560,7 +659,9 @@ def print_report(result: dict) -> None:
         trace = ", ".join(f"{t:.0f}s {mb:.0f}" for t, mb in series[::every])
         print(f"server {pid}: CPU {server['cpu_s']:.0f} s; RSS MB idle {server['idle_mb_before_warm_up']:.0f}, "
               f"start {m['start_mb']:.0f}, peak {m['peak_mb']:.0f}, "
-              f"end {m['end_mb']:.0f}; second half vs first half peak {100 * m['second_half_growth']:+.1f}%"
+              f"end {m['end_mb']:.0f}; second half vs first half peak {100 * m['second_half_growth']:+.1f}%; "
+              f"baseline {server['baseline_mb']:.0f}, {s.get('after_s', 0):g} s after the class "
+              f"{server['after_mb']:.0f}"
               f"\n  RSS over time: {trace}")
     verdict = {True: "bounded", False: "NOT bounded",
                None: f"not judged (a run under {JUDGE_MEMORY_MINUTES:g} min ends while the caches still fill)"}
@@ -601,6 +702,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="of the trainers, how many have a second tab of the same browser (the issue's: 2)")
     parser.add_argument("--uploaders", type=int, default=0,
                         help="students on the image page who upload large pictures (UPLOADER_ACTIONS, upload_files)")
+    parser.add_argument("--attackers", type=int, default=0,
+                        help=f"hostile students sending new {ATTACK_WORDS}-word texts to {ATTACK_MODEL} without pause "
+                             "(the issue's attacker mode: 4)")
+    parser.add_argument("--flooder", action="store_true", help="one more hostile student flooding uploads of 5 MB")
+    parser.add_argument("--after", type=float, default=0.0,
+                        help="seconds the memory is still sampled once the class ends (attacker mode: 60)")
     parser.add_argument("--json", help="write the full results here")
     args = parser.parse_args(argv)
     if args.sessions < 1 or args.minutes <= 0 or not 0 <= args.think[0] <= args.think[1]:
@@ -621,7 +728,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.sessions} sessions against {url} for {args.minutes} min ...", flush=True)
         result = asyncio.run(classroom(url, pids, args.sessions, args.minutes, tuple(args.think), args.ramp,
                                        args.timeout, args.sample, texts, args.warm or [url],
-                                       trainer_browsers(args.trainers, args.two_tabs), args.uploaders))
+                                       trainer_browsers(args.trainers, args.two_tabs), args.uploaders,
+                                       args.attackers, args.flooder, args.after))
     finally:
         if server is not None:
             stop_server(server)

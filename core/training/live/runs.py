@@ -8,7 +8,8 @@ snapshot is taken) and, once it has ended, to `save()` it into the user director
 
 The LiveRegistry (one per process: RUNS) bounds how many runs train at once and gives each owner (a browser, all
 its tabs) one run at a time; it outlives page reruns and page switches because it lives in this module. Only a run's
-owner may stop or save it. A run that no page has watched for IDLE_SECONDS stops by itself. Saved runs have quotas
+owner may stop or save it. A run that its owner's page has not shown for IDLE_SECONDS stops by itself (another
+browser watching a ?run= link keeps nothing alive), and so does one that has trained MAX_SECONDS. Saved runs have quotas
 per browser and per server. Nothing here imports Streamlit.
 """
 
@@ -43,6 +44,9 @@ MAX_KEPT = 12  # runs kept in memory (finished ones dropped oldest first)
 # A run no page has watched for this long stops (it is kept: saveable). More than 60 s: after 5 minutes Chrome fires a
 # hidden tab's timers (the page's 2 s poll) once a minute, and a tab in the background still watches its run.
 IDLE_SECONDS = 90.0
+# A run trains for at most this long, whatever its steps: MAX_WORK caps the model's work, but a busy server's steps
+# are slower (the largest run the cap allows trained 14 min alone, 26-38 min beside 30 students; issue 36).
+MAX_SECONDS = float(os.environ.get("ATTENTION_LAB_MAX_RUN_SECONDS", "360"))
 MAX_SAVED_PER_BROWSER = 10  # saved runs (all of them, however old) one browser may have on the server
 MAX_SAVED_BYTES_PER_BROWSER = 100 * 2**20
 MAX_SAVED_RUNS = 300  # saved runs on the server, every browser's together
@@ -65,7 +69,8 @@ class NotOwnerError(PermissionError):
     """Only the browser that started a run may stop or save it; anyone else only watches."""
 
     def __init__(self, action: str):
-        super().__init__(f"only the browser that started this run can {action} it; you are watching it read-only")
+        super().__init__(f"only the browser that started this run can {action} it" +
+                         ("; you are watching it read-only" if action in ("stop", "save") else ""))
 
 
 class QuotaError(RuntimeError):
@@ -84,16 +89,18 @@ class LiveRun:
     `idle_seconds` stops by itself (kept, saveable). Only its owner may `stop()` or `save()` it: anyone else gets
     NotOwnerError."""
 
-    def __init__(self, run_id: str, spec: RunSpec, owner: str, idle_seconds: float = IDLE_SECONDS):
+    def __init__(self, run_id: str, spec: RunSpec, owner: str, idle_seconds: float = IDLE_SECONDS,
+                 max_seconds: float = MAX_SECONDS):
         self.run_id, self.spec, self.owner = run_id, spec, owner
-        self.idle_seconds = idle_seconds
+        self.idle_seconds, self.max_seconds = idle_seconds, max_seconds
         self.created = time.monotonic()
         processes = process_context()
         self._watched = processes.Value("d", self.created, lock=False)  # a float: one writer at a time suffices
         self._stop = processes.Event()
         self._queue = processes.Queue()
         self._process = processes.Process(target=train_in_child, name=f"live-run-{run_id}", daemon=True,
-                                          args=(spec, self._stop, self._watched, idle_seconds, self._queue))
+                                          args=(spec, self._stop, self._watched, idle_seconds, self._queue,
+                                                max_seconds))
         self._receiver = threading.Thread(target=self._receive, name=f"live-run-{run_id}", daemon=True)
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()
@@ -124,9 +131,11 @@ class LiveRun:
             raise NotOwnerError("stop")
         self._stop.set()
 
-    def watch(self) -> None:
-        """A page shows the run now: it keeps training (see idle_seconds)."""
-        self._watched.value = time.monotonic()
+    def watch(self, owner: str | None) -> None:
+        """A page shows the run now: it keeps training (see idle_seconds) when that page is its owner's; another
+        browser's view of a shared link keeps nothing alive."""
+        if self.owned_by(owner):
+            self._watched.value = time.monotonic()
 
     def unwatched_for(self) -> float:
         return time.monotonic() - self._watched.value
@@ -314,6 +323,43 @@ def write_run(model: Transformer, card: ModelCard, name: str) -> None:
     registry.forget_user_cards()
 
 
+SHARE_ALL_ENV = "ATTENTION_LAB_SHARE_RUNS"  # "1": every browser's menu lists every saved run (one user's own app)
+
+
+def saved_by(card: ModelCard, owner: str) -> bool:
+    """Whether `owner`'s browser saved this run."""
+    return card.training.get("saved_by") == owner_tag(owner)
+
+
+def visible_runs(cards: Iterable[ModelCard], owner: str) -> list[ModelCard]:
+    """The saved runs a browser's model menus list: its own, and those the teacher shares (registry.set_shared);
+    every one where $ATTENTION_LAB_SHARE_RUNS=1. A student's run names are not every other student's menu (a
+    script that saved 300 runs had grown every menu to 313 entries of its chosen names: issue 36, finding 6)."""
+    every = os.environ.get(SHARE_ALL_ENV) == "1"
+    return [card for card in cards if every or card.training.get("shared") or saved_by(card, owner)]
+
+
+def delete_saved_run(name: str, owner: str | None, teacher: bool = False) -> None:
+    """Remove a saved run: its owner's browser may, and the teacher (`teacher`: the command line on the server,
+    `python -m core.training.live.runs --delete NAME`). The folder is renamed away first (it vanishes from every
+    menu at once), then removed. ValueError for a run that is not saved here, NotOwnerError for another's run."""
+    card = next((card for card in registry.user_cards() if card.name == name), None)
+    if card is None:
+        raise ValueError(f"there is no saved run called {name!r}")
+    if not teacher and (owner is None or not saved_by(card, owner)):
+        raise NotOwnerError("delete")
+    root = registry.user_dir()
+    doomed = root / f".{name}.{uuid.uuid4().hex[:8]}{registry.TEMPORARY_SUFFIX}"
+    try:
+        (root / name).rename(doomed)
+    except OSError as error:
+        raise ValueError(f"could not delete {name!r}: {error.strerror or type(error).__name__}") from None
+    shutil.rmtree(doomed, ignore_errors=True)
+    if card.training.get("shared"):
+        registry.set_shared(name, False)
+    registry.forget_user_cards()
+
+
 def archive(card_path: Path) -> bytes:
     """A saved run's folder (its card and weights) as the bytes of a .zip, to download."""
     buffer = io.BytesIO()
@@ -330,11 +376,13 @@ def archive(card_path: Path) -> bytes:
 @dataclass
 class LiveRegistry:
     """The runs of one server: at most `max_running` train at once, one per owner (a browser); `max_kept` stay
-    readable; a run no page watches for `idle_seconds` stops."""
+    readable; a run its owner's page has not shown for `idle_seconds`, or one that has trained `max_seconds`,
+    stops."""
 
     max_running: int = MAX_RUNNING
     max_kept: int = MAX_KEPT
     idle_seconds: float = IDLE_SECONDS
+    max_seconds: float = MAX_SECONDS
     _runs: dict[str, LiveRun] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -353,7 +401,7 @@ class LiveRegistry:
             ended = sorted((run for run in self._runs.values() if run not in running), key=lambda run: run.created)
             for run in ended[: max(0, len(self._runs) + 1 - self.max_kept)]:
                 del self._runs[run.run_id]
-            run = LiveRun(uuid.uuid4().hex[:12], spec, owner, self.idle_seconds)
+            run = LiveRun(uuid.uuid4().hex[:12], spec, owner, self.idle_seconds, self.max_seconds)
             self._runs[run.run_id] = run
         run.start()
         return run
@@ -381,3 +429,34 @@ class LiveRegistry:
 
 
 RUNS = LiveRegistry()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The teacher's command line on the server: list the saved runs, share one with every browser or stop sharing
+    it, delete one."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m core.training.live.runs", description=main.__doc__)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="every saved run, its size, and whether it is shared")
+    action.add_argument("--share", metavar="NAME", help="list this run in every browser's model menu")
+    action.add_argument("--unshare", metavar="NAME", help="list it only in the menus of the browser that saved it")
+    action.add_argument("--delete", metavar="NAME", help="remove this saved run")
+    args = parser.parse_args(argv)
+    names = {card.name for card in registry.user_cards()}
+    name = args.share or args.unshare or args.delete
+    if name is not None and name not in names:
+        parser.error(f"there is no saved run called {name!r}")
+    if args.list:
+        for card in registry.user_cards():
+            shared = "shared" if card.training.get("shared") else "own"
+            print(f"{card.name}\t{registry.run_bytes(card.name) / 2**20:.1f} MB\t{shared}")
+    elif args.delete:
+        delete_saved_run(args.delete, None, teacher=True)
+    else:
+        registry.set_shared(name, bool(args.share))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -264,10 +264,13 @@ class Ended:
 Message = Started | Stepped | Snapped | Ended
 
 
-def train_run(spec: RunSpec, stop, watched, idle_seconds: float, send: Callable[[Message], None]) -> None:
+def train_run(spec: RunSpec, stop, watched, idle_seconds: float, send: Callable[[Message], None],
+              max_seconds: float = math.inf) -> None:
     """Train the run described by `spec` in this process, sending every step, snapshot and the end to `send`.
     `stop` is set to ask for a stop; `watched.value` is the time.monotonic() at which a page last showed the run
-    (CLOCK_MONOTONIC: the same clock in every process). A failure is sent as the run's end, never raised."""
+    (CLOCK_MONOTONIC: the same clock in every process); a run stops after `max_seconds` of training whatever its
+    steps (the step cap counts model work, not a busy server's slower steps). A failure is sent as the run's end,
+    never raised."""
     started, model = time.perf_counter(), None
     try:
         torch.set_num_threads(1)
@@ -277,7 +280,7 @@ def train_run(spec: RunSpec, stop, watched, idle_seconds: float, send: Callable[
         torch.manual_seed(spec.seed)
         model = Transformer(preset.config)
         send(Snapped(*take_snapshot(model, spec.task, 0, time.perf_counter() - started)))
-        status, message = _train_loop(model, preset, pool, started, stop, watched, idle_seconds, send)
+        status, message = _train_loop(model, preset, pool, started, stop, watched, (idle_seconds, max_seconds), send)
     except Exception as error:  # a run's failure is shown on its page, never raised into the server
         status, message = "failed", f"{type(error).__name__}: {error}"
     # numpy arrays, not tensors: torch would share a tensor's memory with the receiver, gone once this process ends
@@ -286,8 +289,9 @@ def train_run(spec: RunSpec, stop, watched, idle_seconds: float, send: Callable[
     send(Ended(status, message, time.perf_counter() - started, weights))
 
 
-def _train_loop(model: Transformer, preset: Preset, pool, started: float, stop, watched, idle_seconds: float,
-                send: Callable[[Message], None]) -> tuple[str, str]:
+def _train_loop(model: Transformer, preset: Preset, pool, started: float, stop, watched,
+                limits: tuple[float, float], send: Callable[[Message], None]) -> tuple[str, str]:
+    idle_seconds, max_seconds = limits
     when = snapshot_steps(preset.steps)
     steps = train_steps(model, preset, None if preset.task == "shapes" else tokenizer(), preset.seed, pool)
     try:
@@ -298,7 +302,8 @@ def _train_loop(model: Transformer, preset: Preset, pool, started: float, stop, 
                 return "diverged", (f"the loss became {stats.loss} at step {done}: training diverged (a smaller "
                                     "learning rate, a warm-up or gradient clipping may help)")
             idle = time.monotonic() - watched.value > idle_seconds
-            if done in when or stop.is_set() or idle:
+            late = time.perf_counter() - started > max_seconds
+            if done in when or stop.is_set() or idle or late:
                 send(Snapped(*take_snapshot(model, preset.task, done, time.perf_counter() - started)))
                 model.train()
             if done == preset.steps:
@@ -308,14 +313,17 @@ def _train_loop(model: Transformer, preset: Preset, pool, started: float, stop, 
             if idle:
                 return "stopped", (f"stopped after step {done}: no page had shown it for {idle_seconds:g} s. It is "
                                    "kept: save it, or start a new run.")
+            if late:
+                return "stopped", (f"stopped after step {done}: a run trains for at most {max_seconds / 60:g} "
+                                   "minutes on this server. It is kept: save it, or start a smaller run.")
     finally:
         steps.close()
     return "finished", ""
 
 
-def train_in_child(spec: RunSpec, stop, watched, idle_seconds: float, outbox) -> None:
+def train_in_child(spec: RunSpec, stop, watched, idle_seconds: float, outbox, max_seconds: float) -> None:
     """The training process's entry point: train_run, sending into the queue `outbox`."""
-    train_run(spec, stop, watched, idle_seconds, outbox.put)
+    train_run(spec, stop, watched, idle_seconds, outbox.put, max_seconds)
 
 
 @lru_cache(maxsize=1)
