@@ -123,8 +123,10 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
         cards, DEFAULT_MODEL, f"No bundled image model yet: vit-learned, vit-none, vit-sinusoidal and vit-mean appear "
         f"in `{models_dir()}` as training finishes (`python -m core.train`). Reload the page then.",
         "A bundled vision transformer: vit-<encoding> read the class from the CLS token; vit-mean averages all tokens "
-        "instead. *Worst set* is its lowest accuracy over the six held-out test sets (the sample *Kind* picker shows "
-        "each set, with the model's accuracy on it).", "image")
+        "instead. *Worst set* is its lowest accuracy over the six held-out test sets of the training generator (the "
+        "sample *Kind* picker shows each set, with the model's accuracy on it); *worst drawing or photo condition* "
+        "its lowest over drawings and photos made apart from that generator, as a class makes them (thin strokes "
+        "are the hardest).", "image")
     cfg = card.config
     rows = cfg.image_size // cfg.patch_size
     readout = "CLS token at n = 0" if cfg.uses_cls else "mean over all tokens (no CLS)"
@@ -159,7 +161,8 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None, D
         if uploaded is None:
             st.info("Choose an image file above. " + (
                 "The bundled models were trained on one simple shape (circle, square, triangle, cross, ring, bar) or "
-                "none (\"nothing\"), on plain, cluttered or drawn backgrounds, so photos will mostly confuse them."
+                "none (\"nothing\"), on plain, cluttered or drawn backgrounds and as sketches on paper, "
+                "photographed: a photo of one shape drawn with a thick pen works best, any other photo confuses them."
                 if not is_pretrained(card) else f"{card.name} reads {size}×{size} photos."), icon="🖼️")
             return None, "", None, None
         loaded = read_upload(uploaded.getvalue(), size)

@@ -11,10 +11,17 @@ from PIL import Image, ImageDraw
 
 from core.data.images import CLASSES, HELDOUT_SEED, TEST_SETS, mask_grid, template_cells
 from core.lessons.vision import record_image
+from core.model.checkpoint import read_card
 from core.model.registry import list_cards, load_model
 from core.serving.image_io import load_image
 from core.tokenizers.words import TextTokenizer
-from core.training.evaluate import agreement_accuracy, evaluate_algorithmic, evaluate_grammar_mlm, shapes_accuracy
+from core.training.evaluate import (
+    SEEDS_DIR,
+    agreement_accuracy,
+    evaluate_algorithmic,
+    evaluate_grammar_mlm,
+    shapes_accuracy,
+)
 from core.training.tasks import ImagePool
 from core.training.train import presets
 
@@ -173,7 +180,15 @@ def test_the_vision_models_are_compared_trained_alike_with_their_presets_recipe(
     assert all(len(card.metrics.get("seeds", {})) >= 3 for card in cards)
 
 
-VISION_GOAL = 0.95  # issue 16: each held-out test set, as students make images
+OLD_SETS_GOAL = 0.90  # the generator's own held-out sets; issue 35 traded 2-4 points of them (from 0.95) for drawings
+CONDITION_GOALS = {"blank": 0.95, "thick": 0.94, "large": 0.95, "wobbly": 0.90, "rotated": 0.88, "photographed": 0.80}
+BLANK_RAMP_GOAL = 0.80  # blank shaded pages called "nothing" at every strength of the ramp
+TEMPLATE_GOAL = 0.98  # the probability each drawing template's own class gets
+
+
+def _seed_cards(name: str) -> list:
+    """The cards of every seed the model was trained with (assets/seeds/seed-K/NAME.json), figures included."""
+    return [read_card(path) for path in sorted(SEEDS_DIR.glob(f"seed-*/{name}.json"))]
 
 
 @pytest.mark.parametrize("name", VISION_MODELS)
@@ -181,12 +196,37 @@ def test_every_vision_model_meets_the_goal_on_every_test_set_at_every_seed(name)
     """The shipped seed on each set (its card, measured afresh above), the mean over its three seeds of their worst
     sets, and the drawing templates the page offers, every one of them classified right by every seed."""
     card = BUNDLED[name]
-    reached = VISION_GOAL - 1e-6  # the figures are float32 means: 475 of 500 right reads 0.94999999
+    reached = OLD_SETS_GOAL - 1e-6  # the figures are float32 means: 450 of 500 right reads 0.89999998
     for test_set, accuracy in card.metrics["test_sets"].items():
         assert accuracy >= reached, test_set
     assert len(card.metrics["seeds"]) >= 3 and card.metrics["mean"]["worst_set"] >= reached
     assert card.metrics["templates_correct"] == 1.0
     assert all(seed["templates"] == 1.0 for seed in card.metrics["seeds"].values())
+
+
+@pytest.mark.parametrize("name", VISION_MODELS)
+def test_every_vision_model_at_every_seed_meets_the_goals_on_a_classs_drawings_and_photos(name):
+    """Issue 35's held-out conditions (measured afresh for the shipped seed above; each seed's card holds its own):
+    blank shaded pages are "nothing" at every strength of the ramp, thick, large, wobbly, rotated and photographed
+    shapes are named. Thin, outlined and tiny shapes are not goals: the README says how far they fall short."""
+    cards = _seed_cards(name)
+    assert len(cards) >= 3 and BUNDLED[name].metrics["shipped_seed"] in [card.training["seed"] for card in cards]
+    for card in [BUNDLED[name], *cards]:
+        conditions = card.metrics["conditions"]
+        for condition, goal in CONDITION_GOALS.items():
+            assert conditions[condition] >= goal, (card.training["seed"], condition, conditions[condition])
+        assert min(card.metrics["blank_by_ramp"].values()) >= BLANK_RAMP_GOAL, card.training["seed"]
+
+
+@pytest.mark.parametrize("name", VISION_MODELS)
+def test_every_vision_model_is_sure_of_every_drawing_template(name):
+    """The page's templates (and its blank grid) are what a student tries first: each gets its own class with at
+    least TEMPLATE_GOAL of the probability."""
+    model, _ = bundled(name)
+    for label in range(len(CLASSES)):
+        probabilities = record_image(model, mask_grid(template_cells(label))).probabilities
+        assert probabilities.argmax() == label and probabilities[label] >= TEMPLATE_GOAL, (CLASSES[label],
+                                                                                          probabilities[label])
 
 
 def _uploaded(picture: Image.Image) -> np.ndarray:

@@ -4,7 +4,8 @@ Every image is drawn by this module from a seeded ``numpy.random.Generator`` (ne
 set is fully determined by its seed and nothing is downloaded. Each image keeps the shape's pixel mask, so we can
 check whether attention falls on the object.
 
-The training mix holds the three kinds of image a class meets (issue 16):
+The held-out test sets mix three kinds of image a class meets (issue 16); the training mix (SKETCH_MIX) adds a fourth,
+*sketch* (issue 35: any rotation, stroke, outline and size, on paper under uneven light, photographed):
 
 - **cluttered**: a shape on a background of faint lines and specks, with pixel noise;
 - **plain**: a clean shape on a flat background of any colour, its edges anti-aliased as an uploaded picture's are
@@ -30,8 +31,8 @@ TRAIN_SEED = 0
 HELDOUT_SEED = 1
 
 KINDS = ("cluttered", "plain", "drawn", "sketch")
-KIND_MIX = (0.4, 0.3, 0.3, 0.0)  # the training mix of the shipped models, and of the held-out TEST_SETS
-# The mix with sketches (issue 35), trained as `python -m core.train --sketches`: not yet shipped, see the README.
+KIND_MIX = (0.4, 0.3, 0.3, 0.0)  # the mix of the held-out TEST_SETS (and the training mix before issue 35)
+# The shipped vision models' training mix (issue 35): with sketches, see core.training.train's presets and the README.
 SKETCH_MIX = (0.2, 0.15, 0.2, 0.45)
 TEST_SETS = ("mix", "cluttered", "plain", "drawn", "off-centre", "nothing")
 
@@ -433,7 +434,7 @@ def _training_block(seed: int, block: int, n: int, mix: tuple[float, ...]) -> li
 def generate_dataset(n: int, seed: int, mix: tuple[float, ...] = KIND_MIX,
                      workers: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``n`` samples of the training `mix` from ``seed``: images uint8 [n, H, W, 3], labels int64 [n] and masks
-    bool [n, H, W]. KIND_MIX is one stream of `seed` (the shipped models' training set); any other mix is drawn in
+    bool [n, H, W]. KIND_MIX is one stream of `seed` (the training set before issue 35); any other mix is drawn in
     blocks, block k of BLOCK images from the stream [seed, k], so `workers` processes draw the same set as one."""
     if mix == KIND_MIX:
         rng = np.random.default_rng(seed)
