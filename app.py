@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from pages.ui.classroom import class_panel
 from pages.ui.presentation import presenter_mode
 from pages.ui.safety import drop_non_finite_numbers
 from pages.ui.store import recorder
@@ -54,4 +55,5 @@ recorder()  # started with the first page: its thread faults in the recordings' 
 pg = st.navigation(PAGES)
 drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itself would crash on inf in a link
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page
+class_panel(pg.url_path)  # the class session: start, join, follow (pages/ui/classroom.py)
 pg.run()
