@@ -32,6 +32,7 @@ from core.serving.classroom import (
 from core.serving.classroom_store import open_store
 from core.serving.classroom_summary import summary_csv, summary_html
 from pages.ui.browser import browser_id
+from pages.ui.presentation import font_scale
 from pages.ui.safety import literal
 from pages.ui.widgets import BIND
 
@@ -40,6 +41,9 @@ TEACHER_TICK_S = 1.0  # how often the teacher's page shares its view and redraws
 STUDENT_TICK_S = 1.0  # how often a student's page looks for a reveal, the teacher's view and the locks
 NAVIGATE_AGAIN_S = 6.0  # a navigation to the same view is sent again only after this long (it may have been lost)
 OWN_PARAMS = ("class", "follow", "presenter")  # a student's own: never taken from the teacher
+# The sidebar's and the text pages' shared controls, offered for locking on every page (with the page's own
+# parameters that its URL holds now).
+LOCKABLE = ("model", "text", "notation", "layer", "head", "mask", "pe")
 
 
 @st.cache_resource(show_spinner=False)
@@ -156,6 +160,9 @@ def class_panel(page: str) -> None:
             _teacher_panel(now, page)
         else:
             _student_panel(now, page)
+            wanted = st.session_state.pop("class_navigate", None)
+            if wanted is not None:
+                _navigate(page, *wanted)
 
 
 def _outside_panel() -> None:
@@ -206,17 +213,19 @@ def _teacher_panel(now: Member, page: str) -> None:
                        and k not in st.session_state.get("class_prompt_keys", ()))
     view = room.view(now.code)
     locked = list(view.locked) if view else []
-    st.multiselect("Lock for the class", sorted(set(shareable) | set(locked)), default=locked, key="class_locks",
+    options = list(LOCKABLE) + sorted(set(shareable) | set(locked) - set(LOCKABLE))
+    st.multiselect("Lock for the class", options, default=locked, key="class_locks",
                    on_change=_lock, args=(now,),
                    help="Students' pages keep your value of these controls (for example text and model); the "
                         "rest stays free.")
     _preload()
     stamp = time.strftime("%Y-%m-%d")
+    # made when clicked, from the store as it is then
     st.download_button("Summary (HTML)", key="class_html", icon=":material/summarize:", mime="text/html",
-                       file_name=f"class-{now.code}-{stamp}.html",
+                       file_name=f"class-{now.code}-{stamp}.html", on_click="ignore",
                        data=lambda: summary_html(room.summary(now.code, now.key), f"Class {now.code}, {stamp}"))
     st.download_button("Answers (CSV)", key="class_csv", icon=":material/download:", mime="text/csv",
-                       file_name=f"class-{now.code}-{stamp}.csv",
+                       file_name=f"class-{now.code}-{stamp}.csv", on_click="ignore",
                        data=lambda: summary_csv(room.summary(now.code, now.key)))
     st.button("End the class", key="class_end", on_click=_leave, icon=":material/logout:")
     _teacher_tick(now, page)
@@ -275,23 +284,31 @@ def _student_panel(now: Member, page: str) -> None:
     _student_tick(now, page)
 
 
+def _navigation_due(wanted: tuple[str, dict[str, str]]) -> bool:
+    """Whether to navigate to `wanted` now: not if the same navigation was sent less than NAVIGATE_AGAIN_S ago."""
+    target = json.dumps(wanted, sort_keys=True)
+    sent = st.session_state.get("class_navigated")
+    if sent and sent[0] == target and time.monotonic() - sent[1] < NAVIGATE_AGAIN_S:
+        return False
+    st.session_state["class_navigated"] = (target, time.monotonic())
+    return True
+
+
 def _navigate(current_page: str, page: str, params: dict[str, str]) -> None:
     """Bring this browser to `page` with `params` as a Back or Forward would: Streamlit then reads the bound
     widgets' values from the URL (a parameter not in it: the widget's default), in the same session."""
     target = json.dumps([page, params], sort_keys=True)
-    sent = st.session_state.get("class_navigated")
-    if sent and sent[0] == target and time.monotonic() - sent[1] < NAVIGATE_AGAIN_S:
-        return
-    st.session_state["class_navigated"] = (target, time.monotonic())
+    # A component's frame (same origin) runs its script each time its content changes, in a fragment's run too.
     script = f"""<script>/* {hashlib.sha1(f"{target}{time.monotonic()}".encode()).hexdigest()} */
-const current = {json.dumps(current_page)}, page = {json.dumps(page)}, search = {json.dumps(urlencode(params))};
-let base = window.location.pathname;
+const app = window.parent, current = {json.dumps(current_page)}, page = {json.dumps(page)};
+const search = {json.dumps(urlencode(params))};
+let base = app.location.pathname;
 if (current && base.endsWith("/" + current)) base = base.slice(0, -current.length);
 if (!base.endsWith("/")) base += "/";
-window.history.pushState(null, "", base + page + (search ? "?" + search : ""));
-window.dispatchEvent(new PopStateEvent("popstate"));
+app.history.pushState(null, "", base + page + (search ? "?" + search : ""));
+app.dispatchEvent(new app.PopStateEvent("popstate"));
 </script>"""
-    st.html(script, unsafe_allow_javascript=True)
+    st.iframe(script, height=1)
 
 
 def _wanted_view(page: str, mine: dict[str, str], follow: bool, view) -> tuple[str, dict[str, str]] | None:
@@ -327,9 +344,10 @@ def _student_tick(now: Member, page: str) -> None:
         st.caption(":material/visibility: Following the teacher's page" if view else
                    ":material/hourglass_empty: Waiting for the teacher's page")
     wanted = _wanted_view(page, st.query_params.to_dict(), follow, view)
-    if wanted is not None:
-        _navigate(page, *wanted)
-        return
+    if wanted is not None and _navigation_due(wanted):
+        # a history navigation started from a fragment's run is lost: the page's next full run starts it
+        st.session_state["class_navigate"] = wanted
+        st.rerun(scope="app")
     reveals = room.reveals(now.code)
     newly = [(key, asked) for prompt, (key, asked) in st.session_state.get("class_drawn", {}).items()
              if prompt in reveals and st.session_state.get(f"{key}__revealed") != asked]
@@ -418,9 +436,25 @@ def _answers_chart(prompt: str, options: list[str] | None, right: str | None = N
         said += f"; **{counts.get(right, 0)}** chose {literal(right)}"
     st.markdown(f":material/bar_chart: The class: {said}.")
     if counts:
-        shown = pd.DataFrame({"answer": [literal(a, markdown=False) for a in counts], "students": list(counts.values())})
-        st.bar_chart(shown, x="answer", y="students", horizontal=True, height=40 + 32 * len(counts),
-                     sort=False)
+        st.altair_chart(answers_chart(counts, right), key=f"class_chart_{prompt}")
+
+
+def answers_chart(counts: dict[str, int], right: str | None):
+    """A bar per answer (in the prompt's order; a typed one as typed, control characters as escapes), its count
+    beside it; after the reveal the right one in green (Okabe-Ito), before it every bar alike."""
+    import altair as alt  # charts import altair: only a class pays for it
+
+    scale = font_scale()
+    shown = pd.DataFrame({"answer": [literal(answer, markdown=False) for answer in counts], "students": list(counts.values()),
+                          "right": [answer == right for answer in counts]})
+    base = alt.Chart(shown).encode(
+        y=alt.Y("answer:N", sort=None, title=None, axis=alt.Axis(labelLimit=420, labelFontSize=12 * scale)),
+        x=alt.X("students:Q", title="students", axis=alt.Axis(tickMinStep=1, format="d", labelFontSize=11 * scale,
+                                                              titleFontSize=11 * scale)))
+    bars = base.mark_bar(height=int(18 * scale)).encode(
+        color=alt.Color("right:N", scale=alt.Scale(domain=[False, True], range=["#0072B2", "#009E73"]), legend=None))
+    labels = base.mark_text(align="left", dx=4, fontSize=12 * scale).encode(text="students:Q")
+    return (bars + labels).properties(height=int(len(counts) * 30 * scale + 10))
 
 
 @st.fragment(run_every=TEACHER_TICK_S)
