@@ -73,7 +73,9 @@ def _teacher_cookie() -> tuple[str, str] | None:
         sent = st.context.cookies.get(TEACHER_COOKIE, "")
     except (AttributeError, RuntimeError):
         return None
-    code, _, key = (sent or "").partition(".")
+    if not isinstance(sent, str):
+        return None
+    code, _, key = sent.partition(".")
     return (code, key) if code and key else None
 
 

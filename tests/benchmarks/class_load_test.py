@@ -208,8 +208,11 @@ async def run_class(url: str, students: int, answer_within: float, timeout: floa
         errors += problems_of([await teacher.go(page, f"class={code}")])
         await all_follow(time.monotonic())
 
-    stored = Classroom(open_store()).answers(code, next(iter(
-        p for p in Classroom(open_store()).reveals(code) if p.startswith(PROMPT))))
+    room = Classroom(open_store())
+    revealed = [prompt for prompt in room.reveals(code) if prompt.startswith(PROMPT)]
+    if not revealed:
+        errors.append("the teacher's reveal was not stored")
+    stored = room.answers(code, revealed[0]) if revealed else {}
     lost = sum(1 for index, tab in enumerate(tabs) if index in sent and sent[index] not in stored.values())
     lost = max(lost, len(sent) - len(stored))
     for tab in [teacher, *tabs]:
