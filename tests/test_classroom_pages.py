@@ -52,7 +52,7 @@ def test_a_bad_or_stale_code_says_so(app, room, code, message):
 
 
 def test_a_student_joins_answers_and_cannot_reveal(app, room):
-    code, key = room.start()
+    code, _ = room.start()
     at = app(APP, **{"class": code})
     at.text_input(key="class_nickname").set_value("<b>Ann</b>")
     at.button(key="class_join").click().run()
