@@ -438,7 +438,8 @@ def _answers_chart(prompt: str, options: list[str] | None, right: str | None = N
         said += f"; **{counts.get(right, 0)}** chose {literal(right)}"
     st.markdown(f":material/bar_chart: The class: {said}.")
     if counts:
-        st.altair_chart(answers_chart(counts, right), key=f"class_chart_{prompt}")
+        chart = answers_chart(counts, right)
+        st.altair_chart(chart, key=f"class_chart_{prompt}", height=chart.height + 60)  # + the axis below
 
 
 def answers_chart(counts: dict[str, int], right: str | None):
@@ -456,7 +457,7 @@ def answers_chart(counts: dict[str, int], right: str | None):
     bars = base.mark_bar(height=int(18 * scale)).encode(
         color=alt.Color("right:N", scale=alt.Scale(domain=[False, True], range=["#0072B2", "#009E73"]), legend=None))
     labels = base.mark_text(align="left", dx=4, fontSize=12 * scale).encode(text="students:Q")
-    return (bars + labels).properties(height=int(len(counts) * 30 * scale + 10))
+    return (bars + labels).properties(height=int(len(counts) * 34 * scale + 10))
 
 
 @st.fragment(run_every=TEACHER_TICK_S)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load_test import Session, latency_summary
+from streamlit.proto.BackMsg_pb2 import BackMsg
 
 from core.serving.classroom import Classroom
 from core.serving.classroom_store import open_store
@@ -84,22 +85,21 @@ class ClassTab(Session):
     async def go(self, page: str, query: str, history: bool = False):
         """Open `page` with `query` (history: as Back or Forward would, which is how a follower's page moves)."""
         self.page, self.page_hash, self.query = page, "", query
-        if history:  # the browser sends a history navigation's rerun with the flag set
-            from streamlit.proto.BackMsg_pb2 import BackMsg
+        if not history:
+            return await self._rerun("")
+        send = self.ws.send  # this tab's next rerun is sent flagged, as the browser flags a history navigation's
 
-            original = BackMsg.SerializeToString
+        async def flagged(data: bytes) -> None:
+            back = BackMsg()
+            back.ParseFromString(data)
+            back.rerun_script.is_history_navigation = True
+            await send(back.SerializeToString())
 
-            def flagged(message):
-                if message.WhichOneof("type") == "rerun_script":
-                    message.rerun_script.is_history_navigation = True
-                return original(message)
-
-            BackMsg.SerializeToString = flagged
-            try:
-                return await self._rerun("")
-            finally:
-                BackMsg.SerializeToString = original
-        return await self._rerun("")
+        self.ws.send = flagged
+        try:
+            return await self._rerun("")
+        finally:
+            self.ws.send = send
 
     async def follow(self, deadline: float) -> float | None:
         """Poll the class fragment until it asks for a navigation, then run it: the time that run finished."""
@@ -137,6 +137,7 @@ async def run_class(url: str, students: int, answer_within: float, timeout: floa
         errors += problems_of([await tab.open(), await tab.click("class_join")])
 
     await asyncio.gather(*(join(tab) for tab in tabs))
+    print(f"{students} students joined class {code}", file=sys.stderr, flush=True)
     follow_s: list[float] = []
 
     async def all_follow(since: float) -> None:
@@ -146,6 +147,7 @@ async def run_class(url: str, students: int, answer_within: float, timeout: floa
         errors.extend(f"a student did not follow in {timeout:.0f} s" for at in arrived if at is None)
 
     await all_follow(viewed_at)  # from the Text explorer to the teacher's TokenNorm
+    print(f"followed: {len(follow_s)}", file=sys.stderr, flush=True)
 
     # Answers within answer_within seconds; the teacher's histogram polled meanwhile.
     sent: dict[int, str] = {}
@@ -187,6 +189,7 @@ async def run_class(url: str, students: int, answer_within: float, timeout: floa
         else:
             histogram_s.append(shown - at)
 
+    print(f"answered: {len(sent)}, histogram: {histogram[-1:] }", file=sys.stderr, flush=True)
     # The reveal, then the teacher moves: Text explorer, TokenNorm again.
     revealed_at = time.monotonic()
     errors += problems_of([await teacher.click(f"{PROMPT}__reveal")])
