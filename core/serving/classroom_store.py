@@ -131,8 +131,8 @@ class SQLiteStore:
                 return False
             exists = db.execute("SELECT 1 FROM fields WHERE code = ? AND tbl = ? AND field = ?",
                                 (code, table, field)).fetchone()
-            if max_fields and not exists and db.execute(
-                    "SELECT COUNT(*) FROM fields WHERE code = ? AND tbl = ?", (code, table)).fetchone()[0] >= max_fields:
+            held = db.execute("SELECT COUNT(*) FROM fields WHERE code = ? AND tbl = ?", (code, table)).fetchone()[0]
+            if max_fields and not exists and held >= max_fields:
                 return False
             db.execute("INSERT OR REPLACE INTO fields VALUES (?, ?, ?, ?)", (code, table, field, value))
             return True

@@ -142,7 +142,8 @@ def class_panel(page: str) -> None:
     of a class the polling fragment (the teacher's shares the view; a student's follows the reveals and the view)."""
     st.session_state["class_drawn"] = {}  # the prompts this run draws: prompt id -> (widget key, question asked)
     browser_id()
-    with st.sidebar.expander(":material/groups: Class", expanded=bool(st.session_state.get("class") or st.query_params.get("class"))):
+    in_class = bool(st.session_state.get("class") or st.query_params.get("class"))
+    with st.sidebar.expander(":material/groups: Class", expanded=in_class):
         st.text_input("Class code", key="class", bind=BIND, max_chars=12, placeholder="ABC7K2",
                       help="The code your teacher shows. A join link fills it in.")
         _rejoin()
@@ -448,7 +449,8 @@ def answers_chart(counts: dict[str, int], right: str | None):
     import altair as alt  # charts import altair: only a class pays for it
 
     scale = font_scale()
-    shown = pd.DataFrame({"answer": [literal(answer, markdown=False) for answer in counts], "students": list(counts.values()),
+    shown = pd.DataFrame({"answer": [literal(answer, markdown=False) for answer in counts],
+                          "students": list(counts.values()),
                           "right": [answer == right for answer in counts]})
     base = alt.Chart(shown).encode(
         y=alt.Y("answer:N", sort=None, title=None, axis=alt.Axis(labelLimit=420, labelFontSize=12 * scale)),

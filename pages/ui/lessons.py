@@ -17,9 +17,10 @@ def predict_then_reveal(key: str, question: str, options: list[str] | None, reve
     then the Reveal button calls `reveal(prediction)` to draw, in the prompt's box, the graded answer measured on
     this run (see `show_grade`). In a class session (pages/ui/classroom.py) a student's prediction goes to the class
     and the teacher's Reveal reveals it on every student's page, the class's answers beside it. Returns whether it
-    is revealed: whatever else on the page answers the question is drawn only then (`until_revealed`). The prediction is bound to the URL under `key`; the reveal is per session
-    (a shared link starts unrevealed) and holds for this question only: when the question changes (another token or
-    head named in it, or another text `about` which it is asked), the prompt is hidden again."""
+    is revealed: whatever else on the page answers the question is drawn only then (`until_revealed`). The
+    prediction is bound to the URL under `key`; the reveal is per session (a shared link starts unrevealed) and holds
+    for this question only: when the question changes (another token or head named in it, or another text `about`
+    which it is asked), the prompt is hidden again."""
     shown = f"{key}__revealed"  # holds the question that was revealed
     asked = f"{question}\n{about}"
     if st.session_state.get(shown) not in (None, asked):
