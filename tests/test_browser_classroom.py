@@ -202,7 +202,7 @@ def test_a_class_thinks_together(server, browser):
     free.wait_for_function("() => new URLSearchParams(location.search).get('compare') !== 'true'")
     free.get_by_label("Text", exact=True).fill("a text of my own .")
     free.get_by_label("Text", exact=True).press("Control+Enter")
-    free.wait_for_function(f"() => document.querySelector('textarea').value === {text!r} && "
+    free.wait_for_function(f"() => document.querySelector('textarea')?.value === {text!r} && "
                            f"new URLSearchParams(location.search).get('text') === {text!r}")
     assert url_param(free, "compare") != "true"
 
