@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
+from pages.ui.classroom import class_panel
 from pages.ui.history import one_entry_per_page, restore_shared_params
 from pages.ui.presentation import presenter_mode
 from pages.ui.safety import drop_non_finite_numbers
@@ -59,4 +60,5 @@ restore_shared_params()  # before the page's widgets: Back restores the typed te
 drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itself would crash on inf in a link
 one_entry_per_page()  # Back goes to the previous page, not to the same page with less of its state
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page
+class_panel(pg.url_path)  # the class session: start, join, follow (pages/ui/classroom.py)
 pg.run()

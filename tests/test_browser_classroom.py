@@ -1,0 +1,219 @@
+"""A class session in the real app and the system Chromium (issue 39): a teacher and five students, each a browser of
+its own. The students join from the link, follow the teacher to the TokenNorm page and answer its prompt; the
+teacher's histogram counts them; the teacher's Reveal reveals on every student's page with the class's answers;
+the followers follow the teacher to a second page and a toggle; a locked text reaches a student who does not
+follow; the summary downloads. Run once on the embedded SQLite store and once on a Redis server (the shared store
+of docker-compose.yml, here a private redis-server).
+
+Run with `pytest -m browser tests/test_browser_classroom.py`; screenshots go to $ATTENTION_LAB_SCREENSHOTS when set.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from pathlib import Path
+
+import pytest
+from class_stores import redis_server
+from test_browser import CHROMIUM, ERROR, _build_models, serve_app, wait_idle
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
+
+STUDENTS = 5
+WAIT_MS = 60_000  # a class's polls take a second; a busy machine may take many
+PROMPT = "After TokenNorm (before γ and β)"
+ANSWERS = ["mean 0 and std 1, for every token", "they still differ from token to token",
+           "mean 0 and std 1, for every token", "mean 0, but the std differs", "mean 0 and std 1, for every token"]
+SIDEBAR = '[data-testid="stSidebar"]'
+
+
+@pytest.fixture(scope="module", params=["sqlite", "redis"])
+def server(request, tmp_path_factory):
+    """The app on tiny models with its class store: SQLite in a temporary user folder, or a Redis server."""
+    models = _build_models(tmp_path_factory.mktemp("models"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTENTION_LAB_USER_DIR", str(tmp_path_factory.mktemp("user")))
+        if request.param == "redis":
+            with redis_server(tmp_path_factory.mktemp("redis")) as url:
+                patch.setenv("ATTENTION_LAB_CLASS_STORE", url)
+                with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as app:
+                    yield app
+        else:
+            patch.delenv("ATTENTION_LAB_CLASS_STORE", raising=False)
+            with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as app:
+                yield app
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        yield browser
+        browser.close()
+
+
+def new_page(browser):
+    """A browser of its own (its own cookies: its own browser id), at a laptop's size."""
+    page = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True).new_page()
+    page.set_default_timeout(WAIT_MS)
+    return page
+
+
+def shot(page, name: str) -> None:
+    folder = os.environ.get("ATTENTION_LAB_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"class_{name}.png"), full_page=True)
+
+
+def on_page(page, title: str) -> None:
+    page.wait_for_function(f"() => document.querySelector('[data-testid=\"stMain\"] h1')?.textContent === {title!r}")
+
+
+def open_class_panel(page) -> None:
+    panel = page.locator(f"{SIDEBAR} details", has_text="Class code").first
+    panel.wait_for()
+    if panel.get_attribute("open") is None:
+        panel.locator("summary").click()
+
+
+def url_param(page, name: str) -> str | None:
+    return page.evaluate(f"() => new URLSearchParams(location.search).get({name!r})")
+
+
+def wait_param(page, name: str, value: str) -> None:
+    page.wait_for_function(f"() => new URLSearchParams(location.search).get({name!r}) === {value!r}")
+
+
+def prompt_box(page):
+    return page.locator('[data-testid="stVerticalBlock"]', has_text=PROMPT).last
+
+
+def download(page, button: str) -> str:
+    """The text of the file the sidebar's download `button` gives, once the page has finished its run (a click
+    on a button that a run is replacing fetches the file it replaces, which is gone)."""
+    wait_idle(page)
+    with page.expect_download() as got:
+        page.locator(f"{SIDEBAR} [data-testid='stDownloadButton'] button", has_text=button).click()
+    return Path(got.value.path()).read_text()
+
+
+def test_a_class_thinks_together(server, browser):
+    teacher = new_page(browser)
+    teacher.goto(f"{server}/token_norm?presenter=true")
+    on_page(teacher, "TokenNorm")
+    open_class_panel(teacher)
+    teacher.get_by_role("button", name="Start a class").click()
+    teacher.wait_for_function("() => new URLSearchParams(location.search).get('class')")
+    code = url_param(teacher, "class")
+    teacher.get_by_text(f"Class code {code}").wait_for()
+    link = teacher.locator(f"{SIDEBAR} code").first.inner_text()
+    assert link.endswith(f"/?class={code}")
+    teacher.locator(f'{SIDEBAR} img').first.wait_for()  # the QR code
+
+    # A bad code and a code of no class get a message, not a page.
+    stranger = new_page(browser)
+    stranger.goto(f"{server}/?class=ZZZZZZ")
+    stranger.get_by_text("No class ZZZZZZ is running").wait_for()
+    stranger.context.close()
+
+    # Five students join from the link (two with a nickname) and follow the teacher.
+    students = []
+    for i in range(STUDENTS):
+        student = new_page(browser)
+        student.goto(link)
+        on_page(student, "Text explorer")
+        if i < 2:
+            student.get_by_label("Nickname (optional)", exact=True).fill(f"<b>Kid {i}</b>")
+            student.get_by_label("Nickname (optional)", exact=True).press("Enter")
+        student.get_by_role("button", name="Join the class").click()
+        student.get_by_text("Follow the teacher", exact=True).click()
+        students.append(student)
+    for student in students:
+        on_page(student, "TokenNorm")
+        student.get_by_text("Following the teacher's page").wait_for()
+        assert url_param(student, "presenter") is None  # the teacher's presenter mode is the teacher's
+    assert students[0].get_by_text("as <b>Kid 0</b>").count() == 1  # a nickname shows as typed, never as HTML
+    teacher.get_by_text(f"{STUDENTS} of at most").wait_for()
+
+    # Nothing a student has can act as the teacher: no Reveal, no teacher panel, no key.
+    for student in students:
+        assert prompt_box(student).get_by_role("button", name="Reveal").count() == 0
+        assert student.get_by_role("button", name="Start a class").count() == 0
+        assert student.get_by_text("Lock for the class").count() == 0
+        assert not any(c["name"] == "attention_lab_teacher" for c in student.context.cookies())
+
+    # They answer (one changes their mind); the teacher's histogram counts them, without the right answer.
+    for student, answer in zip(students, ANSWERS):
+        prompt_box(student).get_by_text(answer, exact=True).click()
+    prompt_box(students[1]).get_by_text(ANSWERS[0], exact=True).click()
+    box = prompt_box(teacher)
+    box.get_by_text(f"{STUDENTS} of {STUDENTS} students answered").wait_for()
+    teacher.wait_for_function("() => document.querySelector('[data-testid=\"stVegaLiteChart\"] canvas, "
+                              "[data-testid=\"stVegaLiteChart\"] svg')")
+    assert box.get_by_text("You said").count() == 0 and box.get_by_text("chose").count() == 0
+    box.scroll_into_view_if_needed()
+    shot(teacher, "presenter_histogram")
+
+    # The teacher reveals: every student's page reveals, with the class's answers; answers close.
+    box.get_by_role("button", name="Reveal").click()
+    box.get_by_text("students answered; 4 chose").wait_for()
+    for student in students:
+        revealed = prompt_box(student)
+        revealed.get_by_text("You said").wait_for()
+        revealed.get_by_text(f"{STUDENTS} of {STUDENTS} students answered; 4 chose").wait_for()
+        assert revealed.get_by_role("radio").first.is_disabled()
+    assert students[0].locator(ERROR).count() == 0
+
+    # Follow the teacher to a second page and a toggle.
+    teacher.locator(f'{SIDEBAR} [data-testid="stSidebarNavLink"]', has_text="Text explorer").click()
+    on_page(teacher, "Text explorer")
+    for student in students:
+        on_page(student, "Text explorer")
+    teacher.get_by_text("Compare with the model's own setting", exact=True).click()
+    wait_param(teacher, "compare", "true")
+    for student in students:
+        wait_param(student, "compare", "true")
+        student.get_by_role("switch", name="Compare with the model's own setting").wait_for()
+        student.wait_for_function("() => [...document.querySelectorAll('[role=switch]')].some(s => "
+                                  "s.getAttribute('aria-label')?.startsWith('Compare') && s.checked)")
+    shot(students[2], "student_following")
+
+    # Lock the text: a student who does not follow gets the teacher's text, and keeps the rest free.
+    free = students[0]
+    free.get_by_text("Follow the teacher", exact=True).click()
+    free.wait_for_function("() => !new URLSearchParams(location.search).get('follow')")
+    text = "the cat sat on the mat ."
+    teacher.get_by_label("Text", exact=True).fill(text)
+    teacher.get_by_label("Text", exact=True).press("Control+Enter")
+    wait_param(teacher, "text", text)
+    teacher.locator(f"{SIDEBAR} [data-testid='stMultiSelect']").click()
+    teacher.get_by_role("option", name="text", exact=True).click()
+    teacher.locator('[data-testid="stMain"] h1').click()  # the list closes (Escape leaves the next click lost)
+    free.get_by_text("Locked by your teacher: text").wait_for()
+    wait_param(free, "text", text)
+    free.get_by_text("Compare with the model's own setting", exact=True).click()  # not locked: stays changed
+    free.wait_for_function("() => new URLSearchParams(location.search).get('compare') !== 'true'")
+    free.get_by_label("Text", exact=True).fill("a text of my own .")
+    free.get_by_label("Text", exact=True).press("Control+Enter")
+    free.wait_for_function(f"() => document.querySelector('textarea')?.value === {text!r} && "
+                           f"new URLSearchParams(location.search).get('text') === {text!r}")
+    assert url_param(free, "compare") != "true"
+
+    # The summary: the question, the answers counted, the measurement, how many were right; no nickname.
+    open_class_panel(teacher)
+    rows = list(csv.DictReader(io.StringIO(download(teacher, "Answers (CSV)"))))
+    counted = {row["answer"]: int(row["count"]) for row in rows if row["question"].startswith(PROMPT)}
+    assert counted == {ANSWERS[0]: 4, ANSWERS[1]: 0, ANSWERS[3]: 1}
+    assert {row["right"] for row in rows if row["question"].startswith(PROMPT)} == {"4"}
+    page = download(teacher, "Summary (HTML)")
+    assert PROMPT in page and "<svg" in page and "4 of 5 right" in page and "Kid" not in page
+    for browser_page in [teacher, *students]:
+        assert browser_page.locator(ERROR).count() == 0
+        browser_page.context.close()
