@@ -14,6 +14,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(
 
 TYPED = "the dog near the boxes is red ."
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+VIT_PICKED = ("() => document.querySelector('[data-testid=\"stSidebar\"] [data-testid=\"stSelectbox\"] input')"
+              "?.value.startsWith('vit-')")
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +31,19 @@ def address(page) -> tuple[str, dict[str, str]]:
     return url.path, dict(urllib.parse.parse_qsl(url.query))
 
 
+TITLES = {"/": "Text explorer", "/maths": "The maths, step by step", "/image_lab": "Image attention",
+          "/residual_stream": "Residual stream"}
+
+
 def wait_for_address(page, path: str, **params: str) -> None:
-    """Until the address is `path` with these parameters (values: their start), and the run has finished."""
+    """Until the address is `path` with these parameters (values: their start), and that page has been drawn and
+    its run has finished (a Back pressed while a page still runs races Streamlit's own navigation, as a person's
+    would)."""
     checks = " && ".join(f"(q.get({key!r}) || '').startsWith({value!r})" for key, value in params.items()) or "true"
     page.wait_for_function(f"() => {{ const q = new URLSearchParams(location.search); "
                            f"return location.pathname === {path!r} && {checks}; }}")
+    page.wait_for_function(f"() => document.querySelector('[data-testid=\"stMain\"] h1')?.textContent"
+                           f".startsWith({TITLES[path]!r})")
     page.wait_for_function(IDLE)
 
 
@@ -66,7 +76,7 @@ def test_one_entry_per_page_and_back_restores_each_page_as_it_was_left(server, p
     wait_for_address(page, "/maths", text=TYPED, model="lm-alibi")
     go(page, "Image attention")
     wait_for_address(page, "/image_lab")
-    page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"] [data-testid=\"stSelectbox\"] input')?.value.startsWith('vit-')")
+    page.wait_for_function(VIT_PICKED)
     assert address(page)[1].get("model", "vit-").startswith("vit-"), page.url  # no text model in the image page's URL
     assert "text" not in address(page)[1], page.url
     go(page, "Residual stream")
@@ -76,6 +86,7 @@ def test_one_entry_per_page_and_back_restores_each_page_as_it_was_left(server, p
 
     page.go_back()
     wait_for_address(page, "/image_lab")
+    page.wait_for_function(VIT_PICKED)
     page.go_back()
     wait_for_address(page, "/maths", text=TYPED, model="lm-alibi")
     shows(page, TYPED, "lm-alibi")

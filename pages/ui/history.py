@@ -10,7 +10,9 @@ clears its query string from the entry it leaves; the script puts it back, so Ba
 
 On Back, Streamlit also drops from the address every parameter that a widget of another page bound last (its
 filter for parameters left over from another page); our pages share keys (`text`, `model`, `layer`), so the
-restored address lost exactly the state it came back for. restore_shared_params takes the address as it is.
+restored address lost exactly the state it came back for. restore_shared_params takes the address as it is;
+until the page has written its own address, the script keeps the restored one in the address bar, so that a
+second run that Streamlit merges into the first (a component's first value, say) reads it too.
 """
 
 from __future__ import annotations
@@ -29,20 +31,28 @@ export default function () {
   const replace = history.replaceState.bind(history);
   const target = (url) => new URL(url ?? window.location.href, window.location.href);
   let cleared = null; // this entry's address before Streamlit cleared its query string on leaving the page
+  let restoring = null; // the path Back or Forward just restored, until its page writes its own address
+  // capture: before Streamlit's own popstate handler, which may already rewrite the address
+  window.addEventListener("popstate", () => { restoring = window.location.pathname; }, { capture: true });
   history.replaceState = function (state, title, url) {
     const next = target(url);
-    const leaving = next.pathname === window.location.pathname && !next.search && window.location.search;
-    cleared = leaving ? window.location.href : null;
+    const stripping = next.pathname === window.location.pathname && !next.search && window.location.search;
+    // Back/Forward: keep the restored query string, which the page's next run reads (restore_shared_params)
+    if (stripping && restoring === next.pathname) return;
+    if (next.search) restoring = null;
+    cleared = stripping ? window.location.href : null;
     return replace(state, title, url);
   };
   history.pushState = function (state, title, url) {
     if (target(url).pathname === window.location.pathname) return history.replaceState(state, title, url);
     if (cleared) replace(history.state, "", cleared); // Back returns to the page as it was left
     cleared = null;
+    restoring = null;
     return push(state, title, url);
   };
 }
 """
+
 _component = st.components.v2.component("attention_lab.history", js=_JS)
 
 
