@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from class_stores import redis_server
 from test_browser import CHROMIUM, ERROR, _build_models, serve_app, wait_idle
+from test_browser_layout import browser  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -46,17 +47,6 @@ def server(request, tmp_path_factory):
             patch.delenv("ATTENTION_LAB_CLASS_STORE", raising=False)
             with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as app:
                 yield app
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
-        yield browser
-        browser.close()
 
 
 def new_page(browser):
