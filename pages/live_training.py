@@ -31,9 +31,8 @@ from core.lessons.analysis import best_head  # noqa: E402
 from core.lessons.predictions import final_loss, growth_step, loss_comparison  # noqa: E402
 from core.model import registry  # noqa: E402
 from core.model.config import ConfigError  # noqa: E402
-from core.training.live.runs import (MAX_SAVED_PER_BROWSER, RUNS, LiveRun, NotOwnerError,  # noqa: E402
-                                     QuotaError, RunStateError, ServerBusyError, SessionBusyError, archive,
-                                     delete_saved_run, saved_by)
+from core.training.live.runs import (RUNS, LiveRun, NotOwnerError, QuotaError, RunStateError,  # noqa: E402
+                                     ServerBusyError, SessionBusyError, archive)
 from core.training.live.spec import (DEFAULT_RECIPE, RECIPES, TASK_LABELS, TASKS, RunSpec,  # noqa: E402
                                      accuracy_guide, encodings_for, masks_for, rate_curve)
 from core.training.live.worker import PATTERN_THRESHOLD, RunView, Snapshot  # noqa: E402
@@ -43,6 +42,7 @@ from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import models_dir  # noqa: E402
 from pages.ui.presentation import chart  # noqa: E402
+from pages.ui.saved_runs import my_saved_runs  # noqa: E402
 from pages.ui.safety import literal  # noqa: E402
 from pages.ui.widgets import BIND, notation_switch  # noqa: E402
 
@@ -458,27 +458,6 @@ def save(run: LiveRun, view: RunView) -> None:
         st.download_button("Download (.zip: weights + card)", archive(registry.user_card_path(view.saved_as)),
                            file_name=f"{view.saved_as}.zip", mime="application/zip", key="tr_download",
                            icon=":material/download:")
-
-
-def my_saved_runs(owner: str) -> None:
-    """The runs this browser saved, each with a Delete button (the teacher deletes or shares any with
-    `python -m core.training.live.runs`)."""
-    mine = [card for card in registry.user_cards() if saved_by(card, owner)]
-    if not mine:
-        return
-    with st.expander(f"Your saved runs ({len(mine)} of at most {MAX_SAVED_PER_BROWSER})", icon=":material/folder:"):
-        st.caption("Only this browser's model menus list them, and those of everyone when your teacher shares one.")
-        for card in mine:
-            name_col, delete_col = st.columns([4, 1], vertical_alignment="center")
-            name_col.markdown(f"**{card.name}**{' · shared by your teacher' if card.training.get('shared') else ''}: "
-                              f"{literal(card.description)}")
-            if delete_col.button("Delete", key=f"tr_delete_{card.name}", icon=":material/delete:"):
-                try:
-                    delete_saved_run(card.name, owner)
-                except (ValueError, NotOwnerError) as error:
-                    st.error(f"**Can't delete:** {literal(str(error))}", icon="⚠️")
-                    return
-                st.rerun()
 
 
 def warmup_pair(views: list[RunView]) -> tuple[RunView, RunView] | None:
