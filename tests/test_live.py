@@ -408,23 +408,25 @@ def test_a_watched_run_keeps_training():
         assert run.join(timeout=60)
 
 
+def watch_until_it_stops(run, watcher: str) -> None:
+    """`watcher`'s page shows the run, as the page's poll would, until the run ends (at most a minute)."""
+    for _ in range(600):
+        run.watch(watcher)
+        if run.join(0.1):
+            return
+
+
 def test_another_browser_watching_a_run_keeps_nothing_alive():
     """A ?run= link watched by others (issue 36, finding 5): only the owner's page counts as watching."""
     run = started("owner", idle_seconds=0.5)
-    for _ in range(600):
-        run.watch("someone-else")
-        if run.join(0.1):
-            break
+    watch_until_it_stops(run, "someone-else")
     view = run.view()
     assert view.status == "stopped" and "no page had shown it" in view.message
 
 
 def test_a_run_stops_after_its_wall_time_whatever_its_steps():
     run = started("owner", max_seconds=1.0)
-    for _ in range(600):
-        run.watch("owner")
-        if run.join(0.1):
-            break
+    watch_until_it_stops(run, "owner")
     view = run.view()
     assert view.status == "stopped" and "a run trains for at most" in view.message and view.steps_done < 20000
     assert view.seconds < 30  # stopped near 1 s, not after its 20,000 steps
