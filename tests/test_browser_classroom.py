@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from class_stores import redis_server
-from test_browser import CHROMIUM, ERROR, _build_models, serve_app, wait_idle
+from test_browser import CHROMIUM, ERROR, _build_models, serve_app
 from test_browser_layout import browser  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser,
@@ -87,11 +87,9 @@ def prompt_box(page):
 
 
 def download(page, button: str) -> str:
-    """The text of the file the sidebar's download `button` gives, once the page has finished its run (a click
-    on a button that a run is replacing fetches the file it replaces, which is gone)."""
-    wait_idle(page)
+    """The text of the file the sidebar's download `button` gives."""
     with page.expect_download() as got:
-        page.locator(f"{SIDEBAR} [data-testid='stDownloadButton'] button", has_text=button).click()
+        page.locator(SIDEBAR).get_by_role("button", name=button).click()
     return Path(got.value.path()).read_text()
 
 
@@ -203,17 +201,19 @@ def test_a_class_thinks_together(server, browser):
     pick_option(teacher, teacher.locator(f"{SIDEBAR} [data-testid='stMultiSelect']"), "text")
     teacher.locator('[data-testid="stMain"] h1').click()  # the list closes (Escape leaves the next click lost)
     free.get_by_text("Locked by your teacher: text").wait_for()
-    wait_param(free, "text", text)
+    has_teachers_text = (f"() => document.querySelector('textarea')?.value === {text!r} && "
+                         f"new URLSearchParams(location.search).get('text') === {text!r}")
+    free.wait_for_function(has_teachers_text)  # the run the lock's navigation starts has drawn it, not only the URL
     free.get_by_text("Compare with the model's own setting", exact=True).click()  # not locked: stays changed
     free.wait_for_function("() => new URLSearchParams(location.search).get('compare') !== 'true'")
     free.get_by_label("Text", exact=True).fill("a text of my own .")
     free.get_by_label("Text", exact=True).press("Control+Enter")
-    free.wait_for_function(f"() => document.querySelector('textarea')?.value === {text!r} && "
-                           f"new URLSearchParams(location.search).get('text') === {text!r}")
+    free.wait_for_function(has_teachers_text)
     assert url_param(free, "compare") != "true"
 
     # The summary: the question, the answers counted, the measurement, how many were right; no nickname.
     open_class_panel(teacher)
+    shot(teacher, "teacher_panel")
     rows = list(csv.DictReader(io.StringIO(download(teacher, "Answers (CSV)"))))
     counted = {row["answer"]: int(row["count"]) for row in rows if row["question"].startswith(PROMPT)}
     assert counted == {ANSWERS[0]: 4, ANSWERS[1]: 0, ANSWERS[3]: 1}

@@ -25,6 +25,7 @@ from core.serving.classroom import (
     NICKNAME_CHARS,
     ClassError,
     Classroom,
+    PromptSummary,
     Reveal,
     normalise_code,
     tally,
@@ -32,6 +33,7 @@ from core.serving.classroom import (
 from core.serving.classroom_store import open_store
 from core.serving.classroom_summary import summary_csv, summary_html
 from pages.ui.browser import browser_id
+from pages.ui.download import download_text
 from pages.ui.presentation import font_scale
 from pages.ui.safety import literal
 from pages.ui.widgets import BIND
@@ -222,16 +224,8 @@ def _teacher_panel(now: Member, page: str) -> None:
                    help="Students' pages keep your value of these controls (for example text and model); the "
                         "rest stays free.")
     _preload()
-    stamp = time.strftime("%Y-%m-%d")
-    # made when clicked, from the store as it is then
-    st.download_button("Summary (HTML)", key="class_html", icon=":material/summarize:", mime="text/html",
-                       file_name=f"class-{now.code}-{stamp}.html", on_click="ignore",
-                       data=lambda: summary_html(room.summary(now.code, now.key), f"Class {now.code}, {stamp}"))
-    st.download_button("Answers (CSV)", key="class_csv", icon=":material/download:", mime="text/csv",
-                       file_name=f"class-{now.code}-{stamp}.csv", on_click="ignore",
-                       data=lambda: summary_csv(room.summary(now.code, now.key)))
-    st.button("End the class", key="class_end", on_click=_leave, icon=":material/logout:")
     _teacher_tick(now, page)
+    st.button("End the class", key="class_end", on_click=_leave, icon=":material/logout:")
 
 
 def _lock(now: Member) -> None:
@@ -267,14 +261,24 @@ def _teacher_tick(now: Member, page: str) -> None:
     prompts = set(st.session_state.get("class_prompt_keys", ()))
     params = {k: v for k, v in st.query_params.to_dict().items() if k not in OWN_PARAMS and k not in prompts}
     shared = (page, params)
-    if st.session_state.get("class_shared") != shared:
-        try:
+    try:
+        if st.session_state.get("class_shared") != shared:
             room.show(now.code, now.key, page, params)
             st.session_state["class_shared"] = shared
-        except ClassError as error:
-            st.warning(literal(str(error)), icon=":material/error:")
-            return
+        summary = room.summary(now.code, now.key)
+    except ClassError as error:
+        st.warning(literal(str(error)), icon=":material/error:")
+        return
     st.caption(f":material/groups: {len(room.students(now.code))} of at most {MAX_STUDENTS} students joined.")
+    _summary_downloads(now.code, summary)
+
+
+def _summary_downloads(code: str, summary: list[PromptSummary]) -> None:
+    """The class's answers so far, as a page and as a table (redrawn each tick: a click saves the latest)."""
+    stamp = time.strftime("%Y-%m-%d")
+    download_text("Summary (HTML)", summary_html(summary, f"Class {code}, {stamp}"),
+                  f"class-{code}-{stamp}.html", "text/html", key="class_html")
+    download_text("Answers (CSV)", summary_csv(summary), f"class-{code}-{stamp}.csv", "text/csv", key="class_csv")
 
 
 def _student_panel(now: Member, page: str) -> None:
