@@ -204,6 +204,10 @@ def test_a_class_thinks_together(server, browser):
     has_teachers_text = (f"() => document.querySelector('textarea')?.value === {text!r} && "
                          f"new URLSearchParams(location.search).get('text') === {text!r}")
     free.wait_for_function(has_teachers_text)  # the run the lock's navigation starts has drawn it, not only the URL
+    # the locked box is greyed and takes no click; the rest is free
+    free.wait_for_function("() => getComputedStyle(document.querySelector('.st-key-text')).pointerEvents === 'none'")
+    assert float(free.evaluate("() => getComputedStyle(document.querySelector('.st-key-text')).opacity")) < 0.6
+    assert free.evaluate("() => getComputedStyle(document.querySelector('.st-key-compare')).pointerEvents") != "none"
     free.get_by_text("Compare with the model's own setting", exact=True).click()  # not locked: stays changed
     free.wait_for_function("() => new URLSearchParams(location.search).get('compare') !== 'true'")
     free.get_by_label("Text", exact=True).fill("a text of my own .")

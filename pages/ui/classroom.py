@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import time
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -46,6 +47,7 @@ OWN_PARAMS = ("class", "follow", "presenter")  # a student's own: never taken fr
 # The sidebar's and the text pages' shared controls, offered for locking on every page (with the page's own
 # parameters that its URL holds now).
 LOCKABLE = ("model", "text", "notation", "layer", "head", "mask", "pe")
+LOCK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,40}")  # a control's key that may name a CSS class
 
 
 @st.cache_resource(show_spinner=False)
@@ -143,6 +145,7 @@ def class_panel(page: str) -> None:
     """The sidebar's Class panel, drawn by app.py for every page (`page`: the page's url_path), and for a member
     of a class the polling fragment (the teacher's shares the view; a student's follows the reveals and the view)."""
     st.session_state["class_drawn"] = {}  # the prompts this run draws: prompt id -> (widget key, question asked)
+    wanted = None  # where a student following the teacher goes now
     browser_id()
     in_class = bool(st.session_state.get("class") or st.query_params.get("class"))
     with st.sidebar.expander(":material/groups: Class", expanded=in_class):
@@ -168,6 +171,11 @@ def class_panel(page: str) -> None:
             wanted = st.session_state.pop("class_navigate", None)
             if wanted is not None:
                 _navigate(page, *wanted)
+    if wanted is not None and st.session_state.get("follow"):
+        # The navigation's own run draws the teacher's view: drawing this page's old view first would double the
+        # cost of a move, 30 students at once (a student who only has locked controls keeps their page's state).
+        st.caption(":material/visibility: Going to your teacher's view…")
+        st.stop()
 
 
 def _outside_panel() -> None:
@@ -291,6 +299,15 @@ def _student_panel(now: Member, page: str) -> None:
     _student_tick(now, page)
 
 
+def _grey_out(locked) -> None:
+    """Show the locked controls greyed and take no clicks (the lock would undo a change anyway). Streamlit gives a
+    keyed widget's box the class st-key-<key>; a key that is not a plain name (a link can put any parameter in the
+    teacher's address) is left as it is."""
+    boxes = [f".st-key-{key}" for key in locked if LOCK_NAME.fullmatch(key)]
+    if boxes:
+        st.html(f"<style>{', '.join(boxes)} {{ opacity: 0.45; pointer-events: none; }}</style>")
+
+
 def _navigation_due(wanted: tuple[str, dict[str, str]]) -> bool:
     """Whether to navigate to `wanted` now: not if the same navigation was sent less than NAVIGATE_AGAIN_S ago."""
     target = json.dumps(wanted, sort_keys=True)
@@ -347,6 +364,7 @@ def _student_tick(now: Member, page: str) -> None:
     follow = bool(st.session_state.get("follow"))
     if view and view.locked:
         st.caption(":material/lock: Locked by your teacher: " + ", ".join(literal(k) for k in view.locked))
+        _grey_out(view.locked)
     if follow:
         st.caption(":material/visibility: Following the teacher's page" if view else
                    ":material/hourglass_empty: Waiting for the teacher's page")
