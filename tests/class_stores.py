@@ -1,5 +1,6 @@
 """The class stores the tests run against: an SQLite file in a temporary folder, and a private redis-server on a free
-port (Debian's redis-server, which .ci/run installs; skipped with a message where it is missing, failed under CI)."""
+port (Debian's redis-server, which .ci/run installs, with docker-compose.yml's options; skipped with a message where
+it is missing, failed under CI)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def compose_redis_options() -> list[str]:
+    """The options of docker-compose.yml's redis service's command (there is no Docker daemon here: Debian's
+    redis-server runs them)."""
+    import yaml  # requirements-dev.txt
+
+    compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "docker-compose.yml").read_text())
+    command = compose["services"]["redis"]["command"]
+    assert command[0] == "redis-server", command
+    return command[1:]
+
+
 @contextmanager
 def redis_server(folder: Path):
     """A redis-server of its own on loopback, its data in `folder`; yields its redis:// URL."""
@@ -34,8 +46,9 @@ def redis_server(folder: Path):
     import redis
 
     port = free_port()
-    server = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
-                               "--save", "", "--appendonly", "yes", "--protected-mode", "yes"],
+    # the options docker-compose.yml starts the deployment's Redis with, then this test's own place and port
+    server = subprocess.Popen([binary, *compose_redis_options(), "--port", str(port), "--bind", "127.0.0.1",
+                               "--dir", str(folder), "--save", "", "--protected-mode", "yes"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"redis://127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url)

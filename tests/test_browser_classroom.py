@@ -122,6 +122,13 @@ def test_a_class_thinks_together(server, browser):
     assert link.endswith(f"/?class={code}")
     teacher.locator(f'{SIDEBAR} img').first.wait_for()  # the QR code
 
+    # Workshop mode: the lesson's examples are recorded before the class opens them (a too-long one is refused).
+    teacher.get_by_label("Lesson examples", exact=True).fill("the dogs near the car are happy .\n\n"
+                                                            "a cat that the boys see runs .\n" + "word " * 3000)
+    teacher.get_by_role("button", name="Preload the examples").click()
+    teacher.get_by_text("Preloaded 2 of 3 examples on").wait_for()
+    teacher.get_by_text("Refused: 1.").wait_for()
+
     # A bad code and a code of no class get a message, not a page.
     stranger = new_page(browser)
     stranger.goto(f"{server}/?class=ZZZZZZ")
@@ -205,8 +212,8 @@ def test_a_class_thinks_together(server, browser):
                          f"new URLSearchParams(location.search).get('text') === {text!r}")
     free.wait_for_function(has_teachers_text)  # the run the lock's navigation starts has drawn it, not only the URL
     # the locked box is greyed and takes no click; the rest is free
-    free.wait_for_function("() => getComputedStyle(document.querySelector('.st-key-text')).pointerEvents === 'none'")
-    assert float(free.evaluate("() => getComputedStyle(document.querySelector('.st-key-text')).opacity")) < 0.6
+    free.wait_for_function("() => { const box = getComputedStyle(document.querySelector('.st-key-text')); "
+                           "return box.pointerEvents === 'none' && Number(box.opacity) < 0.6; }")  # (it fades in)
     assert free.evaluate("() => getComputedStyle(document.querySelector('.st-key-compare')).pointerEvents") != "none"
     free.get_by_text("Compare with the model's own setting", exact=True).click()  # not locked: stays changed
     free.wait_for_function("() => new URLSearchParams(location.search).get('compare') !== 'true'")
