@@ -19,17 +19,22 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from core.figures.stream import norm_axes_figure, token_norm_bars, token_statistics_chart  # noqa: E402
+from core.figures import stream  # noqa: E402
 from core.lessons.lens import batchnorm_statistics, token_norm_view, tokennorm_statistics  # noqa: E402
 from core.lessons.predictions import standardised  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
 from pages.ui.presentation import plotly_chart, table_height  # noqa: E402
 from pages.ui.safety import literal  # noqa: E402
+from pages.ui.store import shared_figure  # noqa: E402
 from pages.ui.text_input import token_choices, typed_text_recording  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, notation_switch  # noqa: E402
 
 PLOT_CONFIG = {"displaylogo": False}
+# a class looks at one view together: each figure is drawn once for all of them
+token_statistics_chart = shared_figure(stream.token_statistics_chart)
+token_norm_bars = shared_figure(stream.token_norm_bars)
+norm_axes_figure = shared_figure(stream.norm_axes_figure)
 PRE_SITES = {"ln1": "before attention", "ln2": "before the MLP", "ln_final": "after the last block, before the "
                                                                              "unembedding"}
 POST_SITES = {"ln1": "after attention + residual", "ln2": "after the MLP + residual"}

@@ -9,6 +9,7 @@ import functools
 import hashlib
 from dataclasses import dataclass, replace
 
+import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -78,6 +79,45 @@ def shared_result(function):
     def cached(*args):
         return _results().get_or_compute(store_key(function.__module__, function.__qualname__, args),
                                          lambda: function(*args))
+    return cached
+
+
+def _feed(digest, value) -> None:
+    """Hash `value` whole: an array by its dtype, shape and every byte (its repr elides the middle)."""
+    if isinstance(value, np.ndarray):
+        digest.update(f"array {value.dtype.str} {value.shape}".encode())
+        digest.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__} {len(value)}".encode())
+        for item in value:
+            _feed(digest, item)
+    elif value is None or isinstance(value, (str, int, float, bool, np.generic)):
+        digest.update(repr(value).encode("utf-8", "surrogatepass"))
+    else:  # an object's repr may leave out what it holds
+        raise TypeError(f"cannot key a shared figure by a {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class _Sized:
+    """A stored figure with the bytes the store counts for it (a figure's own size is not known without
+    serialising it: twice the arrays it was drawn from, plus a little)."""
+
+    value: object
+    nbytes: int
+
+
+def shared_figure(function):
+    """Cache a figure function's results by its arguments, arrays included, in the process's ByteLRU: the students
+    of a class who look at one view at once draw it once (plotly builds a figure in tens of ms; 30 students revealing
+    together queued them). The figure is shared, so callers must not change it (presenter mode draws a copy)."""
+    @functools.wraps(function)
+    def cached(*args, **kwargs):
+        digest = hashlib.blake2b(f"{function.__module__}.{function.__qualname__}".encode(), digest_size=32)
+        _feed(digest, args)
+        _feed(digest, sorted(kwargs.items()))
+        arrays = sum(value.nbytes for value in (*args, *kwargs.values()) if isinstance(value, np.ndarray))
+        return _results().get_or_compute(
+            digest.digest(), lambda: _Sized(function(*args, **kwargs), 2 * arrays + 16_384)).value
     return cached
 
 

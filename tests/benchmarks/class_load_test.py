@@ -1,7 +1,7 @@
 """A class session under load (issue 39): a teacher and 30 students, each a tab speaking Streamlit's websocket
 protocol (tests/benchmarks/load_test.py's Session), against one server.
 
-    python tests/benchmarks/class_load_test.py [--students 30] [--answer-within 10] [--json out.json]
+    python tests/benchmarks/class_load_test.py [--students 30] [--answer-within 10] [--replicas 1] [--json out.json]
 
 It starts `streamlit run app.py` (the bundled models) with a class store of its own (SQLite in a temporary user
 folder, or --store redis://... for a running Redis), then:
@@ -122,15 +122,15 @@ def problems_of(outcomes) -> list[str]:
     return [problem for outcome in outcomes if outcome is not None for problem in outcome.problems]
 
 
-async def run_class(url: str, students: int, answer_within: float, timeout: float, seed: int) -> dict:
+async def run_class(urls: list[str], students: int, answer_within: float, timeout: float, seed: int) -> dict:
     rng = random.Random(seed)
     errors: list[str] = []
-    teacher = ClassTab(url, timeout, page="token_norm")
+    teacher = ClassTab(urls[0], timeout, page="token_norm")
     errors += problems_of([await teacher.open(), await teacher.click("class_start")])
     code = next(m.group(1) for t in teacher.texts if (m := re.search(r"Class code \*\*(\w+)\*\*", t)))
     viewed_at = time.monotonic()  # the teacher's view is shared by the run that started the class
 
-    tabs = [ClassTab(url, timeout, query=f"class={code}&follow=true") for _ in range(students)]
+    tabs = [ClassTab(urls[i % len(urls)], timeout, query=f"class={code}&follow=true") for i in range(students)]
 
     async def join(tab: ClassTab) -> None:
         nonlocal errors
@@ -235,7 +235,7 @@ def start_server(user_dir: str, store: str | None) -> tuple[subprocess.Popen, st
     env = {**os.environ, "ATTENTION_LAB_USER_DIR": user_dir, "PYTHONUNBUFFERED": "1"}
     if store:
         env["ATTENTION_LAB_CLASS_STORE"] = store
-    with open(Path(user_dir) / "streamlit.log", "w") as log:
+    with open(Path(user_dir) / f"streamlit-{port}.log", "w") as log:
         server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                                    "--server.port", str(port), "--server.fileWatcherType", "none",
                                    "--server.address", "127.0.0.1"], cwd=ROOT, env=env, stdout=log,
@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answer-within", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--store", help="the class store, e.g. redis://127.0.0.1:6379/0 (default: SQLite)")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="servers sharing the store, students spread over them as a load balancer would")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -265,12 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ATTENTION_LAB_USER_DIR"] = user_dir  # this process reads the store too (lost answers)
     if args.store:
         os.environ["ATTENTION_LAB_CLASS_STORE"] = args.store
-    server, url = start_server(user_dir, args.store)
+    servers = [start_server(user_dir, args.store) for _ in range(args.replicas)]
     try:
-        result = asyncio.run(run_class(url, args.students, args.answer_within, args.timeout, args.seed))
+        result = asyncio.run(run_class([url for _, url in servers], args.students, args.answer_within, args.timeout,
+                                       args.seed))
     finally:
-        server.terminate()
-        server.wait(10)
+        for server, _ in servers:
+            server.terminate()
+            server.wait(10)
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
