@@ -9,17 +9,8 @@ import re
 import pytest
 
 from core.data import english
-from core.data.lexicon import Adjective, Lexicon, Noun, Verb
-
-NOUNS = (Noun("dog", "dogs", "animal"), Noun("cat", "cats", "animal"), Noun("teacher", "teachers", "person"),
-         Noun("child", "children", "person"), Noun("street", "streets", "place"), Noun("river", "rivers", "place"),
-         Noun("key", "keys", "object"), Noun("box", "boxes", "object"))
-VERBS = (Verb("chase", "chases", "chased", "chasing", True), Verb("see", "sees", "saw", "seeing", True),
-         Verb("sleep", "sleeps", "slept", "sleeping", False), Verb("run", "runs", "ran", "running", False))
-ADJECTIVES = (Adjective("old", "any"), Adjective("red", "any"), Adjective("tired", "animate"),
-              Adjective("hungry", "animate"), Adjective("wide", "place"), Adjective("busy", "place"))
-LEXICON = Lexicon(NOUNS, VERBS, ADJECTIVES, names=(("Sarah", "female"), ("Omar", "male")), cities=("London",),
-                  prepositions=("near", "behind", "next to"))
+from core.data.lexicon import Lexicon, Noun
+from tests.english_lexicon import ADJECTIVES, LEXICON, NOUNS, VERBS
 
 SINGULAR = {n.singular for n in NOUNS}
 PLURAL = {n.plural for n in NOUNS}

@@ -42,3 +42,19 @@ def test_it_is_broad_and_clean(real):
     assert lexicon.is_marked("bitch")  # WordNet's own marks are read (a noun marked as disparaging)
     assert all(noun.plural != noun.singular for noun in real.nouns)
     assert "London" in real.cities and "Nice" not in real.cities  # a city that is also a word is left out
+
+
+def test_the_minimal_pairs_vocabulary_is_drawn_by_rank_from_wordfreq():
+    """Not chosen by us: wordfreq's most frequent words that lemminflect reads as one part of speech only."""
+    from wordfreq import zipf_frequency
+
+    from core.data.minimal_pairs import N_NOUNS, N_VERBS, vocabulary
+
+    words = vocabulary()
+    assert len(words.nouns) == N_NOUNS and len(words.verbs) == N_VERBS and len(words.irregular) >= 20
+    frequencies = [zipf_frequency(singular, "en") for singular, _ in words.nouns]
+    assert frequencies == sorted(frequencies, reverse=True)  # in rank order, none skipped for taste
+    assert ("child", "children") in words.irregular and ("woman", "women") in words.irregular
+    assert ("street", "streets") in words.nouns
+    assert not {"information", "these", "nothing"} & {singular for singular, _ in words.nouns}
+    assert ("know", "knows", "knew") in words.verbs

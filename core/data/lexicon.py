@@ -34,6 +34,7 @@ ANIMATE_KINDS = ("person", "animal")
 WORDNET_DIR = Path("/usr/share/wordnet")
 TOP_WORDS = 20_000  # how many of wordfreq's most frequent English words are looked at
 MIN_ZIPF = 1.0  # an inflected form rarer than this (once in 10^8 words) is taken as not English
+MAX_PLURAL_DEFICIT = 1.5  # zipf is log10 of a frequency: a plural 1.5 below its singular is 1/30 as frequent
 
 # Adjectives whose referent is animate (what gets tired) or a place (what is wide): our own lists, so the corpus's
 # "it" sentences resolve as a reader would resolve them. Words that fit both ("old", "dangerous") are in neither.
@@ -301,7 +302,8 @@ def _frequent(form: str) -> bool:
 
 def plural_of(noun: str) -> str | None:
     """The more frequent of the plurals lemminflect and inflect give, or None when one of them is the singular
-    itself ("sheep") or neither is frequent enough to be English."""
+    itself ("sheep"), or it is not frequent enough to be English, or under 1/30 as frequent as the singular (a
+    noun that does not count: "informations")."""
     import inflect
     from lemminflect import getInflection
     from wordfreq import zipf_frequency
@@ -310,7 +312,8 @@ def plural_of(noun: str) -> str | None:
     if noun in candidates:
         return None
     plural = max(sorted(candidates), key=lambda form: zipf_frequency(form, "en"))
-    return plural if plural.isalpha() and _frequent(plural) else None
+    counts = zipf_frequency(plural, "en") >= zipf_frequency(noun, "en") - MAX_PLURAL_DEFICIT
+    return plural if plural.isalpha() and _frequent(plural) and counts else None
 
 
 def verb_forms(lemma: str, transitive: bool) -> Verb | None:
