@@ -7,7 +7,8 @@ from core.data.lexicon import Adjective, Lexicon, Noun, Verb
 
 NOUNS = (Noun("dog", "dogs", "animal"), Noun("cat", "cats", "animal"), Noun("teacher", "teachers", "person"),
          Noun("child", "children", "person"), Noun("street", "streets", "place"), Noun("river", "rivers", "place"),
-         Noun("key", "keys", "object"), Noun("box", "boxes", "object"))
+         Noun("key", "keys", "object"), Noun("box", "boxes", "object"),
+         Noun("idea", "ideas", "abstract"))
 VERBS = (Verb("chase", "chases", "chased", "chasing", True), Verb("see", "sees", "saw", "seeing", True),
          Verb("sleep", "sleeps", "slept", "sleeping", False), Verb("run", "runs", "ran", "running", False))
 ADJECTIVES = (Adjective("old", "any"), Adjective("red", "any"), Adjective("tired", "animate"),

@@ -31,7 +31,7 @@ def test_common_words_get_their_kind_and_forms(real):
 
 def test_it_is_broad_and_clean(real):
     size = real.size()
-    assert sum(size[f"nouns ({kind})"] for kind in lexicon.NOUN_KINDS) > 400  # 1,581 from the top 20,000
+    assert sum(size[f"nouns ({kind})"] for kind in lexicon.NOUN_KINDS) > 1000
     assert size["verbs (transitive)"] + size["verbs (intransitive)"] > 300
     assert size["adjectives (any)"] > 300
     assert all(size[f"nouns ({kind})"] >= 10 for kind in lexicon.NOUN_KINDS)

@@ -16,15 +16,21 @@ street because it was too tired" (it: the dog, an animate adjective) or "... too
 of places); both nouns are singular, so only meaning tells them apart.
 
 All randomness goes through an explicit random.Random; nothing touches the global generator.
+
+    python -m core.data.english --sample 20       # the lexicon's size and 20 texts (builds the real lexicon)
+    python -m core.data.english --tokenizer       # learn assets/tokenizer-english.json from the corpus
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from core.data.lexicon import Lexicon, Noun, Verb
+from core.tokenizers.subword import ENGLISH_TOKENIZER_PATH, VOCAB_SIZE, train_tokenizer
 
 # A Lexicon's lists are most frequent first (build_lexicon keeps wordfreq's order; a hand-written one, as written):
 # words are drawn by pick, frequent ones more often, so a corpus's words follow something like their real frequency.
@@ -168,14 +174,14 @@ def _object(rng: random.Random, lex: Lexicon, verb: Verb) -> str:
 
 def _prepositional(rng: random.Random, lex: Lexicon, plural: bool | None = None) -> str:
     """"near the boxes": a preposition and a noun phrase (of the given number, else either)."""
-    noun = pick(rng, lex.nouns_of("place", "object", "animal", "person"))
+    noun = pick(rng, lex.nouns_of("place", "object", "animal", "person", "abstract"))
     number = rng.random() < 0.5 if plural is None else plural
     return f"{rng.choice(lex.prepositions)} {noun_phrase(rng, lex, noun, number)}"
 
 
 def _subject_noun(rng: random.Random, lex: Lexicon) -> Noun:
-    """Mostly people and animals (they take every predicate), sometimes places and objects."""
-    kinds = ("person", "animal") if rng.random() < 0.7 else ("place", "object")
+    """Mostly people and animals (they take every predicate), sometimes places, objects and abstract things."""
+    kinds = ("person", "animal") if rng.random() < 0.7 else ("place", "object", "abstract")
     return pick(rng, lex.nouns_of(*kinds))
 
 
@@ -428,3 +434,39 @@ def agreement_probes(construction: str, n: int, seed: int, lex: Lexicon) -> list
         raise ValueError(f"{construction!r} has no agreement probe; these do: {', '.join(AGREEMENT_CONSTRUCTIONS)}")
     rng = random.Random(seed)
     return [AGREEING[construction](rng, lex) for _ in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The tokenizer of the broad-English models
+# ---------------------------------------------------------------------------------------------------------
+
+TOKENIZER_TEXTS = 50_000  # texts of the training corpus the BPE merges are learnt from
+
+
+def build_tokenizer(lex: Lexicon, path: Path = ENGLISH_TOKENIZER_PATH, held_out: Sequence[str] = DEFAULT_HELD_OUT,
+                    n: int = TOKENIZER_TEXTS) -> Path:
+    """Learn the byte-level BPE tokenizer (core/tokenizers/subword.py) from n texts of the training corpus (the
+    families a model is trained on, seed TRAIN_SEED) and save it at `path`."""
+    train_tokenizer(generate_texts(n, TRAIN_SEED, lex, held_out), VOCAB_SIZE, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.data.english", description=__doc__.splitlines()[0])
+    parser.add_argument("--tokenizer", type=Path, nargs="?", const=ENGLISH_TOKENIZER_PATH,
+                        help=f"learn the tokenizer from the corpus and save it (default {ENGLISH_TOKENIZER_PATH})")
+    parser.add_argument("--sample", type=int, default=0, help="print this many texts of the corpus")
+    args = parser.parse_args(argv)
+    from core.data.lexicon import build_lexicon
+
+    lex = build_lexicon()
+    print(", ".join(f"{kind}: {count}" for kind, count in lex.size().items()))
+    for text in generate_texts(args.sample, TRAIN_SEED, lex):
+        print(text)
+    if args.tokenizer:
+        print(f"wrote {build_tokenizer(lex, args.tokenizer)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

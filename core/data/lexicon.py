@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-NounKind = Literal["person", "animal", "place", "object"]
+NounKind = Literal["person", "animal", "place", "object", "abstract"]
 AdjectiveKind = Literal["animate", "place", "any"]
 Gender = Literal["female", "male"]
-NOUN_KINDS: tuple[str, ...] = ("person", "animal", "place", "object")
+NOUN_KINDS: tuple[str, ...] = ("person", "animal", "place", "object", "abstract")
 ANIMATE_KINDS = ("person", "animal")
 
 WORDNET_DIR = Path("/usr/share/wordnet")
 TOP_WORDS = 20_000  # how many of wordfreq's most frequent English words are looked at
 MIN_ZIPF = 1.0  # an inflected form rarer than this (once in 10^8 words) is taken as not English
-MAX_PLURAL_DEFICIT = 1.5  # zipf is log10 of a frequency: a plural 1.5 below its singular is 1/30 as frequent
+MAX_PLURAL_DEFICIT = 2.0  # zipf is log10 of a frequency: a plural 2 below its singular is 1/100 as frequent
 
 # Adjectives whose referent is animate (what gets tired) or a place (what is wide): our own lists, so the corpus's
 # "it" sentences resolve as a reader would resolve them. Words that fit both ("old", "dangerous") are in neither.
@@ -248,8 +248,8 @@ def is_marked(word: str) -> bool:
 
 
 def noun_kind(word: str) -> str | None:
-    """person, animal, place or object by the word's first noun sense; None for anything else (an idea, a time,
-    a proper noun)."""
+    """person, animal, place or object by the word's first noun sense, abstract for any other (an idea, a year, a
+    name); None for a proper noun."""
     synsets = wordnet_synsets("noun")
     first = synsets[wordnet_index("noun")[word][1][0]]
     if word not in first.words:  # written with capitals there: a proper noun
@@ -261,7 +261,7 @@ def noun_kind(word: str) -> str | None:
         return "animal"
     if ancestors & set(PLACE_ANCESTORS):
         return "place"
-    return "object" if "physical object" in ancestors or "artifact" in ancestors else None
+    return "object" if "physical object" in ancestors or "artifact" in ancestors else "abstract"
 
 
 def is_common_adjective(word: str) -> bool:
@@ -289,7 +289,7 @@ FUNCTION_WORDS = frozenset(  # a hundred words read better unquoted
     "over under out away up down off back about above below near far here there then now well also just even still "
     "can may might must will would shall should could ought cannot eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety enough like done said "
-    "several various certain".split())
+    "several various certain through across around inside outside behind beyond along among between within".split())
 AUXILIARIES = {"be", "have", "do", "will", "would", "can", "could", "shall", "should", "may", "might", "must",
                "get", "let", "say", "go"}  # the grammar's own words, or too idiomatic to draw at random
 
@@ -302,7 +302,7 @@ def _frequent(form: str) -> bool:
 
 def plural_of(noun: str) -> str | None:
     """The more frequent of the plurals lemminflect and inflect give, or None when one of them is the singular
-    itself ("sheep"), or it is not frequent enough to be English, or under 1/30 as frequent as the singular (a
+    itself ("sheep"), or it is not frequent enough to be English, or under 1/100 as frequent as the singular (a
     noun that does not count: "informations")."""
     import inflect
     from lemminflect import getInflection
@@ -361,6 +361,7 @@ def cities(synsets: dict[int, Synset] | None = None) -> tuple[str, ...]:
     return tuple(sorted((name for name in names if frequency[name] >= 2.5), key=lambda name: -frequency[name]))
 
 
+@functools.cache  # a training run's pools and evaluation read the same lexicon
 def build_lexicon(top: int = TOP_WORDS) -> Lexicon:
     """The lexicon of the `top` most frequent English words (seconds; wordfreq, lemminflect, inflect and WordNet)."""
     nouns, verbs, adjectives = [], [], []

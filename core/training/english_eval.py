@@ -13,19 +13,26 @@ minimal pairs, each beside its majority baselines.
 Beside every accuracy: the majority baselines, always choosing the singular form and always the plural one (what a
 model that never read the subject would score). Any model with the Transformer interface (`model(ids).logits`,
 `model.cfg.head`) and any tokenizer with TextTokenizer's (`encode(text).ids`, bos/eos/mask ids) can be scored.
+
+    python -m core.training.english_eval /tmp/english-pilot/english-lm.json --json figures.json
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 
 from core.data import english
 from core.data.lexicon import Lexicon
-from core.data.minimal_pairs import MinimalPair
+from core.data.minimal_pairs import MinimalPair, minimal_pairs
+from core.model.checkpoint import load_checkpoint
+from core.tokenizers.subword import ENGLISH_TOKENIZER_PATH, SubwordTokenizer
 
 N_PROBES = 200  # per construction
 
@@ -138,3 +145,38 @@ def table(scores: dict[str, Score]) -> str:
     lines += [f"{name:28} {s.accuracy:8.3f} {s.n:5d} {s.always_singular:9.3f} {s.always_plural:9.3f}"
               for name, s in scores.items()]
     return "\n".join(lines)
+
+
+def evaluate_model(model, tokenizer, lexicon: Lexicon, held_out: Sequence[str] = english.DEFAULT_HELD_OUT,
+                   n: int = N_PROBES, n_pairs: int = 200) -> dict[str, dict[str, dict]]:
+    """Every figure of a broad-English model: agreement on the held-out families (out of template) and on the
+    others (in template), and the minimal pairs; each Score as a dict."""
+    in_template = [c for c in english.AGREEMENT_CONSTRUCTIONS if c not in held_out]
+    figures = {"out_of_template": probe_agreement(model, tokenizer, lexicon, held_out, n),
+               "in_template": probe_agreement(model, tokenizer, lexicon, in_template, n),
+               "minimal_pairs": score_pairs(model, tokenizer, minimal_pairs(n_pairs))}
+    return {part: {name: score.to_dict() for name, score in scores.items()} for part, scores in figures.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.training.english_eval", description=__doc__.splitlines()[0])
+    parser.add_argument("card", type=Path, help="a trained model's card (NAME.json beside NAME.safetensors)")
+    parser.add_argument("--n", type=int, default=N_PROBES, help="probes per construction")
+    parser.add_argument("--pairs", type=int, default=200, help="minimal pairs per phenomenon")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    from core.data.lexicon import build_lexicon
+
+    model, card = load_checkpoint(args.card)
+    model.eval()
+    tokenizer = SubwordTokenizer(ENGLISH_TOKENIZER_PATH.parent / card.training.get("tokenizer", "tokenizer-english.json"))
+    figures = evaluate_model(model, tokenizer, build_lexicon(), n=args.n, n_pairs=args.pairs)
+    for part, scores in figures.items():
+        print(f"\n{part.replace('_', ' ')}\n{table({name: Score(**score) for name, score in scores.items()})}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
