@@ -4,6 +4,7 @@ for it (assets/tokenizer-english.json)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from core.model.config import ConfigError
 from core.tokenizers import subword
 from core.tokenizers.subword import SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
-from core.training import train
+from core.training import english_eval, train
 from core.training.tasks import text_pool
 from tests.test_subword_tokenizer import CLASSROOM
 
@@ -61,3 +62,12 @@ def test_the_english_pool_is_packed_to_the_context_and_trains(tmp_path):
     card = train.read_card(path)
     assert card.training["tokenizer"] == "tokenizer-english.json" and card.task == "english-lm"
     assert card.training["loss_curve"][0][1] > 7.0  # ln 4096 = 8.3 at the start
+    # and its figures, from the command line: every part with its baselines
+    out = tmp_path / "figures.json"
+    assert english_eval.main([str(path), "--n", "4", "--pairs", "2", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"out_of_template", "in_template", "minimal_pairs"}
+    assert set(figures["out_of_template"]) == {*english.DEFAULT_HELD_OUT, "pooled"}
+    assert figures["minimal_pairs"]["pooled"]["n"] == 12
+    assert all({"accuracy", "always_singular", "always_plural"} <= set(score) for part in figures.values()
+               for score in part.values())

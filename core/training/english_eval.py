@@ -164,12 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=N_PROBES, help="probes per construction")
     parser.add_argument("--pairs", type=int, default=200, help="minimal pairs per phenomenon")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--tokenizer", type=Path, help="the tokenizer the model read (default: the one its card "
+                        "names, in assets/)")
     args = parser.parse_args(argv)
     from core.data.lexicon import build_lexicon
 
     model, card = load_checkpoint(args.card)
     model.eval()
-    tokenizer = SubwordTokenizer(ENGLISH_TOKENIZER_PATH.parent / card.training.get("tokenizer", "tokenizer-english.json"))
+    tokenizer = SubwordTokenizer(args.tokenizer or ENGLISH_TOKENIZER_PATH.parent / card.training["tokenizer"])
     figures = evaluate_model(model, tokenizer, build_lexicon(), n=args.n, n_pairs=args.pairs)
     for part, scores in figures.items():
         print(f"\n{part.replace('_', ' ')}\n{table({name: Score(**score) for name, score in scores.items()})}")
