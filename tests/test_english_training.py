@@ -71,3 +71,12 @@ def test_the_english_pool_is_packed_to_the_context_and_trains(tmp_path):
     assert figures["minimal_pairs"]["pooled"]["n"] == 12
     assert all({"accuracy", "always_singular", "always_plural"} <= set(score) for part in figures.values()
                for score in part.values())
+
+
+@needs_lexicon
+def test_the_shipped_tokenizer_is_what_the_corpus_teaches(tmp_path):
+    """assets/tokenizer-english.json is rebuilt bit for bit from the corpus (python -m core.data.english
+    --tokenizer): the lexicon, the corpus and the BPE merges are all deterministic."""
+    pytest.importorskip("wordfreq")
+    fresh = english.build_tokenizer(lexicon.build_lexicon(), tmp_path / "tokenizer.json")
+    assert fresh.read_text() == subword.ENGLISH_TOKENIZER_PATH.read_text()

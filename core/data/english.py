@@ -41,7 +41,7 @@ HELDOUT_SEED = 1
 # the families whose sentences have a subject and a verb that agrees with it
 AGREEMENT_CONSTRUCTIONS = ("simple", "pp", "pp_chain", "subject_relative", "object_relative", "preposed",
                            "name_attractor", "adjective_string", "coordination")
-OTHER_CONSTRUCTIONS = ("question", "negation", "pronoun", "dialogue", "number", "it_reference")
+OTHER_CONSTRUCTIONS = ("question", "negation", "pronoun", "dialogue", "number", "it_reference", "everyday")
 CONSTRUCTIONS = AGREEMENT_CONSTRUCTIONS + OTHER_CONSTRUCTIONS
 DESCRIPTIONS = {
     "simple": "a noun phrase and its predicate: The old keys are on the table.",
@@ -59,6 +59,7 @@ DESCRIPTIONS = {
     "dialogue": "short exchanges in quotes: \"Where are the keys?\" asked Sarah.",
     "number": "numbers as digits and as words: There are 12 dogs in the garden. Sarah has three cats.",
     "it_reference": "'it' resolved by meaning: The dog didn't cross the street because it was too tired/wide.",
+    "everyday": "what a class types about itself: My name is Sarah and I live in London. Hello, how are you?",
 }
 DEFAULT_HELD_OUT = ("pp_chain", "preposed")  # the constructions the issue found models failing on, out of template
 
@@ -73,6 +74,8 @@ SAY_VERBS = ("said", "asked", "replied", "shouted", "whispered", "answered")
 IT_VERBS = ("cross", "enter", "reach", "go into", "get to", "walk through")
 IT_NEGATIONS = ("didn't", "did not", "couldn't", "could not", "wouldn't", "refused to")
 IT_LINKS = ("because it was too", "because it was so", "since it was too", "as it was too")
+ANSWERS = ("Yes, I do.", "No, I don't.", "No, I do not.")
+GREETINGS = ("Hello", "Hi", "Good morning", "Good evening", "Thank you", "Yes", "No", "Sorry", "Excuse me")
 PRONOUN_BE = {"I": "am", "you": "are", "we": "are", "they": "are", "he": "is", "she": "is", "it": "is"}
 
 
@@ -378,9 +381,30 @@ def it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool) -> tup
     return text, animal.singular, place.singular
 
 
+def _everyday(rng: random.Random, lex: Lexicon) -> str:
+    """First and second person, as a class writes about itself: names, homes, likes, greetings."""
+    name = rng.choice(lex.names)[0]
+    city = pick(rng, lex.cities) if lex.cities else name
+    noun = pick(rng, lex.nouns_of("animal", "object", "place", "abstract"))
+    verb = pick(rng, lex.verbs_of(True))
+    person = rng.choice(("I", "you", "we", "they"))
+    frames = (
+        f"My name is {name} and I live in {city}.",
+        f"{rng.choice(GREETINGS)}, {name}! How are you?",
+        f"I'm {rng.randint(5, 17)} years old and I live in {city}.",
+        f"What's your name? My name is {name}.",
+        f"Where do you live? I live in {city}.",
+        f"{_capital(person)} {rng.choice(('like', 'love', 'want', 'need', 'have'))} {noun.plural}.",
+        f"Do you {verb.base} the {noun.singular}? {rng.choice(ANSWERS)}",
+        f"{_capital(person)} {verb.past} the {noun.singular} {rng.choice(TIME_MODIFIERS).lower()}.",
+        f"It's {adjective_for(rng, lex, noun)} today, isn't it?",
+    )
+    return rng.choice(frames)
+
+
 OTHERS: dict[str, Callable[[random.Random, Lexicon], str]] = {
     "question": _question, "negation": _negation, "pronoun": _pronoun, "dialogue": _dialogue, "number": _number,
-    "it_reference": _it_reference,
+    "it_reference": _it_reference, "everyday": _everyday,
 }
 
 

@@ -358,7 +358,7 @@ def cities(synsets: dict[int, Synset] | None = None) -> tuple[str, ...]:
              and "city" in _ancestors(s.hypernyms[0], synsets) for word in s.words
              if all(part[:1].isupper() and part.isalpha() for part in word.split()) and not _is_common_word(word)}
     frequency = {name: zipf_frequency(name, "en") for name in names}
-    return tuple(sorted((name for name in names if frequency[name] >= 2.5), key=lambda name: -frequency[name]))
+    return tuple(sorted((name for name in names if frequency[name] >= 2.5), key=lambda name: (-frequency[name], name)))
 
 
 @functools.cache  # a training run's pools and evaluation read the same lexicon
