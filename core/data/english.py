@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -441,14 +441,6 @@ def generate_texts(n: int, seed: int, lex: Lexicon, held_out: Sequence[str] = ()
     counts = [lengths.randint(*sentences) for _ in range(n)]
     pool = iter(generate_sentences(sum(counts), seed, lex, held_out))
     return [" ".join(text for _, text in (next(pool) for _ in range(count))) for count in counts]
-
-
-def iterate_texts(seed: int, lex: Lexicon, held_out: Sequence[str] = ()) -> Iterator[str]:
-    """An endless stream of generate_texts's texts (for a tokenizer's training)."""
-    block = 0
-    while True:
-        yield from generate_texts(1000, seed * 1_000_003 + block, lex, held_out)
-        block += 1
 
 
 def agreement_probes(construction: str, n: int, seed: int, lex: Lexicon) -> list[Agreeing]:

@@ -23,12 +23,13 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 NounKind = Literal["person", "animal", "place", "object", "abstract"]
-AdjectiveKind = Literal["animate", "place", "any"]
+AdjectiveKind = Literal["animate", "place", "any"]  # who an adjective describes: "tired", "wide", anything
 Gender = Literal["female", "male"]
-NOUN_KINDS: tuple[str, ...] = ("person", "animal", "place", "object", "abstract")
+NOUN_KINDS: tuple[str, ...] = get_args(NounKind)
+ADJECTIVE_KINDS: tuple[str, ...] = get_args(AdjectiveKind)
 ANIMATE_KINDS = ("person", "animal")
 
 WORDNET_DIR = Path("/usr/share/wordnet")
@@ -57,7 +58,7 @@ PREPOSITIONS = ("near", "behind", "under", "beside", "next to", "on", "in", "abo
 class Noun:
     singular: str
     plural: str
-    kind: str  # one of NOUN_KINDS
+    kind: NounKind
 
     @property
     def animate(self) -> bool:
@@ -76,7 +77,7 @@ class Verb:
 @dataclass(frozen=True)
 class Adjective:
     word: str
-    kind: str  # one of "animate", "place", "any"
+    kind: AdjectiveKind
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class Lexicon:
             (not self.prepositions, "a lexicon needs prepositions"),
             *((not self.nouns_of(kind), f"a lexicon needs a noun of kind {kind}") for kind in NOUN_KINDS),
             *((not self.adjectives_of(kind), f"a lexicon needs an adjective of kind {kind}")
-              for kind in ("animate", "place", "any")),
+              for kind in ADJECTIVE_KINDS),
             *((n.kind not in NOUN_KINDS, f"{n.singular}: noun kind {n.kind!r} is not one of {NOUN_KINDS}")
               for n in self.nouns),
             *((n.singular == n.plural, f"{n.singular}: a noun whose plural is its singular shows no number")
@@ -131,7 +132,7 @@ class Lexicon:
         """How many words of each kind (a model card lists them)."""
         return {**{f"nouns ({kind})": len(self.nouns_of(kind)) for kind in NOUN_KINDS},
                 "verbs (transitive)": len(self.verbs_of(True)), "verbs (intransitive)": len(self.verbs_of(False)),
-                **{f"adjectives ({kind})": len(self.adjectives_of(kind)) for kind in ("animate", "place", "any")},
+                **{f"adjectives ({kind})": len(self.adjectives_of(kind)) for kind in ADJECTIVE_KINDS},
                 "names": len(self.names), "cities": len(self.cities), "prepositions": len(self.prepositions)}
 
 
