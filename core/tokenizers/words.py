@@ -36,7 +36,7 @@ class Encoded:
     is_unknown: list[bool]
 
 
-def _without_surrogates(text: str) -> str:
+def without_surrogates(text: str) -> str:
     """Replace lone surrogates (which Rust strings cannot hold) by U+FFFD, one for
     one, so offsets still index the original ``text``."""
     try:
@@ -46,7 +46,7 @@ def _without_surrogates(text: str) -> str:
     return text
 
 
-def _surface_pieces(text: str, offsets: Sequence[tuple[int, int]]) -> list[str]:
+def surface_pieces(text: str, offsets: Sequence[tuple[int, int]]) -> list[str]:
     """The typed text of each piece.
 
     NFKC composes "e" + U+0301 into "é", and the offsets then stop before the
@@ -82,9 +82,9 @@ class TextTokenizer:
 
     def encode(self, text: str, add_bos: bool = True) -> Encoded:
         """Tokenize ``text``; prepend [BOS] if ``add_bos``. Never truncates."""
-        encoding = self._tokenizer.encode(_without_surrogates(text), add_special_tokens=False)
+        encoding = self._tokenizer.encode(without_surrogates(text), add_special_tokens=False)
         ids = list(encoding.ids)
-        tokens = _surface_pieces(text, encoding.offsets)
+        tokens = surface_pieces(text, encoding.offsets)
         if add_bos:
             ids.insert(0, self.bos_id)
             tokens.insert(0, BOS)

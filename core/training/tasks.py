@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import torch
 
-from core.data import algorithmic, grammar
+from core.data import algorithmic, english, grammar
 from core.data.grammar import pack_documents
 from core.data.images import KIND_MIX, generate_dataset, generate_test_set
 from core.model.patches import images_to_tensor
+from core.tokenizers.subword import SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
 
 IGNORE = -100  # cross_entropy's ignore_index
@@ -39,7 +40,8 @@ def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
 class TokenPool:
     """Encoded sequences ([BOS] text [EOS]) and, for each, the index from which targets count."""
 
-    def __init__(self, tokenizer: TextTokenizer, texts: list[str], answer_starts: list[int] | None = None):
+    def __init__(self, tokenizer: TextTokenizer | SubwordTokenizer, texts: list[str],
+                 answer_starts: list[int] | None = None):
         self.tokenizer = tokenizer
         self.sequences = [tokenizer.encode(text).ids + [tokenizer.eos_id] for text in texts]
         # +1 for [BOS]: target positions are those whose *next* token is at or after the answer.
@@ -75,10 +77,17 @@ class TokenPool:
         return Batch(corrupted, targets, valid)
 
 
-def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer, pack: int = 0) -> TokenPool:
-    """n examples of a text task ("grammar-lm", "grammar-mlm", "reversal", "copy", "sort"). With `pack`, each
-    grammar example is as many consecutive documents as fit in `pack` tokens ([BOS] and [EOS] included), so a
-    model learns positions up to its whole context."""
+def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer | SubwordTokenizer, pack: int = 0) -> TokenPool:
+    """n examples of a text task ("grammar-lm", "grammar-mlm", "english-lm", "reversal", "copy", "sort"). With
+    `pack`, each grammar or English example is as many consecutive documents as fit in `pack` tokens ([BOS] and
+    [EOS] included), so a model learns positions up to its whole context. The English corpus holds out
+    english.DEFAULT_HELD_OUT, which its out-of-template probes read (core/training/english_eval.py)."""
+    if task.startswith("english"):
+        # wordfreq, lemminflect, inflect: training time only
+        from core.data.lexicon import build_lexicon
+
+        documents = english.generate_texts(n, seed, build_lexicon(), held_out=english.DEFAULT_HELD_OUT)
+        return TokenPool(tokenizer, pack_documents(documents, pack, tokenizer) if pack else documents)
     if task.startswith("grammar"):
         documents = grammar.generate_documents(n, seed)
         return TokenPool(tokenizer, pack_documents(documents, pack, tokenizer) if pack else documents)
