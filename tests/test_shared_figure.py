@@ -51,5 +51,5 @@ def test_an_object_whose_repr_may_hide_its_data_is_refused():
         def __init__(self):
             self.values = np.zeros(3)
 
-    with pytest.raises(TypeError, match="cannot key a shared figure by a View"):
+    with pytest.raises(TypeError, match="cannot key a shared result by a View"):
         draw(View(), [])

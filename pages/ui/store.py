@@ -64,24 +64,6 @@ def _results() -> ByteLRU:
     return ByteLRU(RESULTS_MB * 2**20)
 
 
-def store_key(*parts) -> bytes:
-    """A fixed-size key for a call: the hash of its parts' repr (unambiguous for the str, int, None and tuple
-    arguments stored here), so a key never holds the text it was called with."""
-    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogatepass"), digest_size=32).digest()
-
-
-def shared_result(function):
-    """Cache `function`'s results by its arguments in the process's ByteLRU: like st.cache_data, but a hit hands
-    out the stored object itself instead of unpickling a copy (0.3 s for a 512-token recording). What it returns
-    must not be changed by its callers: a Recording's arrays are read-only. Callers refuse over-long texts first
-    (length_refusal): a refusal need not be stored."""
-    @functools.wraps(function)
-    def cached(*args):
-        return _results().get_or_compute(store_key(function.__module__, function.__qualname__, args),
-                                         lambda: function(*args))
-    return cached
-
-
 def _feed(digest, value) -> None:
     """Hash `value` whole: an array by its dtype, shape and every byte (its repr elides the middle)."""
     if isinstance(value, np.ndarray):
@@ -94,7 +76,27 @@ def _feed(digest, value) -> None:
     elif value is None or isinstance(value, (str, int, float, bool, np.generic)):
         digest.update(repr(value).encode("utf-8", "surrogatepass"))
     else:  # an object's repr may leave out what it holds
-        raise TypeError(f"cannot key a shared figure by a {type(value).__name__}")
+        raise TypeError(f"cannot key a shared result by a {type(value).__name__}")
+
+
+def store_key(*parts) -> bytes:
+    """A fixed-size key for a call: the hash of its parts whole (scalars, tuples and lists of them, arrays by every
+    byte), so a key never holds the text it was called with."""
+    digest = hashlib.blake2b(digest_size=32)
+    _feed(digest, parts)
+    return digest.digest()
+
+
+def shared_result(function):
+    """Cache `function`'s results by its arguments in the process's ByteLRU: like st.cache_data, but a hit hands
+    out the stored object itself instead of unpickling a copy (0.3 s for a 512-token recording). What it returns
+    must not be changed by its callers: a Recording's arrays are read-only. Callers refuse over-long texts first
+    (length_refusal): a refusal need not be stored."""
+    @functools.wraps(function)
+    def cached(*args):
+        return _results().get_or_compute(store_key(function.__module__, function.__qualname__, args),
+                                         lambda: function(*args))
+    return cached
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,9 @@ def shared_figure(function):
     together queued them). The figure is shared, so callers must not change it (presenter mode draws a copy)."""
     @functools.wraps(function)
     def cached(*args, **kwargs):
-        digest = hashlib.blake2b(f"{function.__module__}.{function.__qualname__}".encode(), digest_size=32)
-        _feed(digest, args)
-        _feed(digest, sorted(kwargs.items()))
+        key = store_key(function.__module__, function.__qualname__, args, sorted(kwargs.items()))
         arrays = sum(value.nbytes for value in (*args, *kwargs.values()) if isinstance(value, np.ndarray))
-        return _results().get_or_compute(
-            digest.digest(), lambda: _Sized(function(*args, **kwargs), 2 * arrays + 16_384)).value
+        return _results().get_or_compute(key, lambda: _Sized(function(*args, **kwargs), 2 * arrays + 16_384)).value
     return cached
 
 
