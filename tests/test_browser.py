@@ -112,10 +112,13 @@ def shoot(tmp_path):
 
 
 def wait_idle(page) -> None:
-    """Until the script has finished rerunning (Streamlit shows a status widget while it runs)."""
+    """Until the script has finished rerunning (Streamlit shows a status widget while it runs) and every element
+    whose code Streamlit loads on first use (Plotly's, the tables') has replaced its grey placeholder: before that, a
+    column holding a chart was as narrow as one without, and a fresh browser in CI measured formulas in it."""
     page.wait_for_timeout(300)
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"], [data-testid=\"stSkeleton\"]')",
+        timeout=60_000)
     page.wait_for_timeout(500)
 
 
