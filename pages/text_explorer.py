@@ -38,7 +38,7 @@ from pages.ui.models import any_text_model_picker, is_pretrained  # noqa: E402
 from pages.ui.presentation import model_name  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.score import HEAVIEST_KEY, score_breakdown  # noqa: E402
-from pages.ui.store import Setting, get_recording, slow_note  # noqa: E402
+from pages.ui.store import Recorded, Setting, get_recording, slow_note  # noqa: E402
 from pages.ui.text_input import (DEFAULT_TEXT, offer_fitting_start, text_help, token_choices,  # noqa: E402
                                  unknown_warning)
 from pages.ui.toggles import (APPLY_LABELS, MASK_CHOICES, OWN, ablation_encodings, chosen_setting,  # noqa: E402
@@ -143,15 +143,17 @@ def npz_bytes(recording: Recording) -> bytes:
     return buffer.getvalue()
 
 
-def downloads(recording: Recording, layer: int, head: int, notation: str) -> None:
-    """The .npz and .csv download buttons, side by side while they fit, full labels (wrapped, never cut)."""
+def downloads(recorded: Recorded, layer: int, head: int, notation: str) -> None:
+    """The .npz and .csv download buttons, side by side while they fit, full labels (wrapped, never cut). Their
+    files are made on click, from the handle: Streamlit keeps a session's download callables as long as the session,
+    and callables holding the recording kept it alive (issue 36)."""
     with st.container(horizontal=True, gap="small"):
-        st.download_button("⬇ Download the recording (.npz)", lambda: npz_bytes(recording),
-                           file_name=f"{model_name(recording)}.npz", mime="application/octet-stream",
+        st.download_button("⬇ Download the recording (.npz)", lambda: npz_bytes(recorded.get()),
+                           file_name=f"{model_name(recorded.get())}.npz", mime="application/octet-stream",
                            on_click="ignore", key="download_npz", wrap=True,
                            help="Every recorded array under its TransformerLens-style hook name, plus a JSON `meta`.")
         st.download_button(f"⬇ Download this pattern, L{layer} H{head} (.csv)",
-                           lambda: pattern_csv(recording, layer, head, notation),  # built on click: 0.4 s at 512 tokens
+                           lambda: pattern_csv(recorded.get(), layer, head, notation),  # on click: 0.4 s at 512 tokens
                            file_name=f"pattern_L{layer}_H{head}_{notation}.csv", mime="text/csv",
                            on_click="ignore", key="download_csv", wrap=True,
                            help="The weights of the chosen head as a table, laid out as in the chart "
@@ -165,11 +167,11 @@ def head_pickers(recording: Recording, baseline: Recording | None) -> tuple[int,
     return layer_head_picker(n_layers, n_heads)
 
 
-def head_notes(recording: Recording, layer: int, head: int, notation: str) -> None:
+def head_notes(recorded: Recorded, layer: int, head: int, notation: str) -> None:
     """How to read the chosen head's chart (notation, masked cells, hover, where all heads are, its PNG) in one
     caption, and its downloads: each element a toggle redraws costs the browser about 2 ms."""
     st.caption(" ".join((NOTATION_CAPTIONS[notation], MASKED_NOTE, HOVER_NOTE, OVERVIEW_NOTE)) + "\n\n" + PNG_NOTE)
-    downloads(recording, layer, head, notation)
+    downloads(recorded, layer, head, notation)
 
 
 def titled_heatmap(title: str, spec: dict, key: str, filename: str, choices: list[str]) -> None:
@@ -180,10 +182,11 @@ def titled_heatmap(title: str, spec: dict, key: str, filename: str, choices: lis
             png_title=title.replace("**", ""))
 
 
-def head_section(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
+def head_section(recorded: Recorded, baseline: Recording | None, labels: tuple[str, str], notation: str,
                  layer: int, head: int, untrained: tuple[int | None, int | None] = (None, None)) -> None:
     """The chosen head's heatmap (and, comparing, the baseline and the difference), all heads, downloads.
     `untrained`: where each model's training length ended (A, B), a dashed line on its chart; None: not reached."""
+    recording = recorded.get()
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     name = model_name(recording)
     choices = token_choices(tokens, unknown)  # a click writes its query and key to the URL by these labels
@@ -197,7 +200,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
                                              unknown=unknown, notation=notation, divider=untrained[1]),
                            "head_chart", f"{name}_pattern_L{layer}_H{head}_{notation}", choices)
         with col_notes:
-            head_notes(recording, layer, head, notation)
+            head_notes(recorded, layer, head, notation)
     else:
         height = int(np.clip(22 * len(tokens) + 200, 420, 720))
         where = f"L{layer}_H{head}_{notation}"
@@ -225,7 +228,7 @@ def head_section(recording: Recording, baseline: Recording | None, labels: tuple
         if baseline.meta.get("model") != recording.meta.get("model"):
             st.caption("A and B are different trained models: their heads with the same number need not do the "
                        "same job.")
-        head_notes(recording, layer, head, notation)
+        head_notes(recorded, layer, head, notation)
 
 
 def _open_score(cell: dict | None, choices: list[str]) -> None:
@@ -293,8 +296,9 @@ def lines_window_start(n: int) -> int:
 
 
 @st.fragment
-def lines_section(recording: Recording, notation: str, compared: bool = False) -> None:
+def lines_section(recorded: Recorded, notation: str, compared: bool = False) -> None:
     """The head view: a layer, some of its heads and optionally one token; lines from queries to keys."""
+    recording = recorded.get()
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n, m, h = len(tokens), recording.n_layers, recording.config.n_heads
     choices = token_choices(tokens, unknown)
@@ -347,8 +351,9 @@ def _isolate_query(cell: dict | None) -> None:
 
 
 @st.fragment
-def rollout_section(recording: Recording, notation: str, compared: bool = False) -> None:
+def rollout_section(recorded: Recorded, notation: str, compared: bool = False) -> None:
     """Attention rollout over all layers, with the residual share as its one control."""
+    recording = recorded.get()
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     col_chart, col_text = st.columns([3, 2], gap="large")
     with col_text:
@@ -410,18 +415,20 @@ VIEWS = ("Attention pattern", "All heads", "One score, step by step", "Head view
 
 
 @st.fragment
-def views(recording: Recording, baseline: Recording | None, labels: tuple[str, str], notation: str,
+def views(recorded: Recorded, compared_with: Recorded | None, labels: tuple[str, str], notation: str,
           untrained: tuple[int | None, int | None] = (None, None)) -> None:
     """The layer and head pickers, then one tab per view (URL key `view`). Tabs are lazy: only the open one runs
     and is drawn, so a toggle redraws what is on screen (one chart by default: each chart costs the browser about
-    twice a plotly draw); a fragment, so picking a head or a tab reruns only this part."""
+    twice a plotly draw); a fragment, so picking a head or a tab reruns only this part. `compared_with`: the
+    model's own setting's recording, in compare mode."""
+    recording, baseline = recorded.get(), compared_with and compared_with.get()
     keep_in_url("layer", "head", "view")  # in the URL whatever the timing of the clicks that set them
     layer, head = head_pickers(recording, baseline)
     compared = baseline is not None
     tabs = dict(zip(VIEWS, st.tabs(VIEWS, key="view", bind=BIND)))
     if tabs["Attention pattern"].open:
         with tabs["Attention pattern"]:
-            head_section(recording, baseline, labels, notation, layer, head, untrained)
+            head_section(recorded, baseline, labels, notation, layer, head, untrained)
     if tabs["All heads"].open:
         with tabs["All heads"]:
             st.caption(f"Every layer (rows) and head (columns){' of B, the chosen setting' if compared else ''}, "
@@ -431,15 +438,15 @@ def views(recording: Recording, baseline: Recording | None, labels: tuple[str, s
     if tabs["One score, step by step"].open:
         with tabs["One score, step by step"]:
             st.markdown("**q · k → weight**: one entry of the chosen head's pattern, taken apart.")
-            score_breakdown(recording, layer, head, notation, compared=compared)
+            score_breakdown(recorded, layer, head, notation, compared=compared)
     if tabs["Head view"].open:
         with tabs["Head view"]:
             st.caption(f"{NOT_THE_PICKERS} Choose this view's layer and heads on the right.")
-            lines_section(recording, notation, compared=compared)
+            lines_section(recorded, notation, compared=compared)
     if tabs["Rollout"].open:
         with tabs["Rollout"]:
             st.caption(f"{NOT_THE_PICKERS} Rollout combines every layer and head.")
-            rollout_section(recording, notation, compared=compared)
+            rollout_section(recorded, notation, compared=compared)
     if tabs["Head summaries"].open:
         with tabs["Head summaries"]:
             st.caption(f"{NOT_THE_PICKERS} One row per head of every layer.")
@@ -482,7 +489,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
     slow_note(recording)
     untrained = (card.untrained_from(len(tokens)), chosen_card.untrained_from(len(tokens)))
     untrained_note(chosen_card, untrained[1])
-    views(recording, baseline, labels, notation, untrained)
+    views(Recorded(chosen, text, recording), baseline and Recorded(own, text, baseline), labels, notation, untrained)
 
 
 @st.fragment

@@ -22,6 +22,10 @@ PAGES = ROOT / "pages"
 HF_HOME = Path(tempfile.mkdtemp(prefix="attention-lab-hf-"))
 os.environ.update(HF_HOME=str(HF_HOME), HF_HUB_CACHE=str(HF_HOME / "hub"), HF_HUB_OFFLINE="1")
 os.environ.pop("ATTENTION_LAB_ALLOW_DOWNLOADS", None)
+# Runs train at the test process's priority, not only on CPU time nothing else wants: on a machine busy with other
+# work a SCHED_IDLE run gets no CPU and every test that trains hits its time cap (issue 36). Servers the browser tests
+# start inherit it; test_live.py checks the server's default, lower priority on a run of its own.
+os.environ["ATTENTION_LAB_TRAINING_PRIORITY"] = "normal"
 
 
 @pytest.fixture(scope="module")

@@ -470,14 +470,23 @@ def test_every_recipe_the_page_offers_fits_the_cap():
         assert run_spec.steps <= run_spec.max_steps(), name
 
 
-def test_training_runs_in_a_nicer_process_than_the_server(reversal_run):
+def test_training_runs_in_a_nicer_process_than_the_server(monkeypatch):
     """A process of its own (not a thread holding the server's interpreter lock), at a lower priority: nicer, and
-    on Linux SCHED_IDLE, which gives way at once to a page's thread."""
-    assert reversal_run._process.pid != os.getpid()
-    priority = reversal_run.priority
-    assert priority.niceness is not None and priority.niceness > os.getpriority(os.PRIO_PROCESS, 0)
-    assert priority.idle == sys.platform.startswith("linux") and os.sched_getscheduler(0) != os.SCHED_IDLE
-    assert reversal_run.view().threads == 1
+    on Linux SCHED_IDLE, which gives way at once to a page's thread. (The other tests' runs keep the test's priority:
+    conftest.py sets ATTENTION_LAB_TRAINING_PRIORITY=normal.)"""
+    monkeypatch.delenv(worker.PRIORITY_VARIABLE)
+    run = finished(RunSpec(steps=2, **TINY))
+    assert run._process.pid != os.getpid()
+    assert run.priority.niceness is not None and run.priority.niceness > os.getpriority(os.PRIO_PROCESS, 0)
+    assert run.priority.idle == sys.platform.startswith("linux") and os.sched_getscheduler(0) != os.SCHED_IDLE
+    assert run.view().threads == 1
+
+
+def test_a_run_may_keep_the_servers_priority(monkeypatch):
+    """ATTENTION_LAB_TRAINING_PRIORITY=normal: the run trains at the server's niceness, not SCHED_IDLE."""
+    monkeypatch.setenv(worker.PRIORITY_VARIABLE, "normal")
+    run = finished(RunSpec(steps=2, **TINY))
+    assert run.priority == worker.Priority(os.getpriority(os.PRIO_PROCESS, 0), False)
 
 
 def test_saved_runs_have_a_quota_per_browser_and_per_server(monkeypatch):

@@ -11,8 +11,8 @@ import streamlit as st
 
 from core.figures.attention import png_config, qk_products_bar, softmax_row_bar, token_labels
 from core.lessons.analysis import QKBreakdown, qk_breakdown
-from core.model.recording import Recording
 from pages.ui.presentation import model_name, plotly_chart
+from pages.ui.store import Recorded
 from pages.ui.text_input import token_choices
 from pages.ui.widgets import BIND, keep_in_range, keep_in_url
 
@@ -56,9 +56,10 @@ def breakdown_markdown(b: QKBreakdown, notation: str, encoding: str = "") -> str
 
 
 @st.fragment
-def score_breakdown(recording: Recording, layer: int, head: int, notation: str, compared: bool = False) -> None:
+def score_breakdown(recorded: Recorded, layer: int, head: int, notation: str, compared: bool = False) -> None:
     """Query and key pickers and the chosen score taken apart (core.lessons.analysis.qk_breakdown): the vectors, their
     products, the sum, the scaling, the bias, the mask, the softmax, checked against the recording."""
+    recording = recorded.get()
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     n = len(tokens)
     shown = token_labels(tokens, unknown)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -23,6 +24,7 @@ from core.serving.allocator import MemorySweeper, prefault
 from core.serving.lru import ByteLRU
 from core.serving.scheduler import CHEAP_COST, FairScheduler, Superseded
 from pages.ui.models import get_model, models_dir
+from pages.ui.safety import show_input_error
 
 
 @dataclass(frozen=True)
@@ -214,3 +216,26 @@ def get_recording(setting: Setting, text: str) -> Recording | str:
         return refusal
     s = setting.normalised()
     return _recording(s.model, text, s.mask, s.window, s.stride, s.pe, str(models_dir()))
+
+
+class Recorded:
+    """A recording as a fragment's argument: what it is of (a setting and a text) and a weak reference to it.
+    Streamlit keeps a fragment's arguments for as long as its session lives, and two minutes after its browser has
+    gone (server.disconnectedSessionTTL): given the Recording itself, every session held its last one, 156 MB for a
+    990-word text on lm-rope-long, and four students sending such texts held a server at 1.9 GB after they had left
+    (issue 36). Only the store keeps recordings now, within its budget; `get` hands the same object while anything
+    holds it (the run that drew it, the store), else asks the store again (recomputed if the store let it go)."""
+
+    def __init__(self, setting: Setting, text: str, recording: Recording):
+        self.setting, self.text = setting, text
+        self._recording = weakref.ref(recording)
+
+    def get(self) -> Recording:
+        """The recording; where it can no longer be made (its model was removed meanwhile), the page says why and
+        this run stops (LookupError outside a run)."""
+        recording = self._recording() or get_recording(self.setting, self.text)
+        if isinstance(recording, str):
+            show_input_error(recording)
+            st.stop()  # ends a page's run; outside one (a download's file, made on click) it returns
+            raise LookupError(recording)
+        return recording

@@ -36,7 +36,7 @@ from core.model.checkpoint import ModelCard, save_checkpoint
 from core.model.transformer import Transformer
 from core.training.live.spec import RunSpec
 from core.training.live.worker import (HISTORY_FIELDS, Ended, Message, Priority, RunView, Snapped, Snapshot, Started,
-                                       Stepped, main_hidden, process_context, train_in_child)
+                                       Stepped, main_hidden, process_context, train_in_child, training_gives_way)
 from core.training.train import StepStats
 
 MAX_RUNNING = int(os.environ.get("ATTENTION_LAB_MAX_RUNS", "2"))  # runs training at once in one server
@@ -100,7 +100,7 @@ class LiveRun:
         self._queue = processes.Queue()
         self._process = processes.Process(target=train_in_child, name=f"live-run-{run_id}", daemon=True,
                                           args=(spec, self._stop, self._watched, idle_seconds, self._queue,
-                                                max_seconds))
+                                                max_seconds, training_gives_way()))
         self._receiver = threading.Thread(target=self._receive, name=f"live-run-{run_id}", daemon=True)
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()

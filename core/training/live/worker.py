@@ -44,6 +44,10 @@ PATTERN_THRESHOLD = 0.5  # a head's pattern score from which the pattern counts 
 # A training process's niceness: the lowest priority, so the server's pages get the CPU first (at 10, Linux's
 # scheduler still gave each run about a tenth of a core that a page was waiting for).
 TRAINING_NICENESS = 19
+# "normal": runs train at the server's own priority. For a test suite on a machine busy with other work: there a
+# SCHED_IDLE run gets no CPU at all (0.1 steps/s beside two busy processes) and every test that trains hits its run's
+# time cap (issue 36). A server keeps the default, "idle": pages first.
+PRIORITY_VARIABLE = "ATTENTION_LAB_TRAINING_PRIORITY"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -205,6 +209,26 @@ class Priority:
     idle: bool  # scheduled SCHED_IDLE: run only on CPU time that nothing else wants
 
 
+def training_gives_way() -> bool:
+    """Whether runs train only on the CPU time that pages leave (lower_priority), as they do unless
+    ATTENTION_LAB_TRAINING_PRIORITY is "normal"."""
+    return os.environ.get(PRIORITY_VARIABLE, "idle") != "normal"
+
+
+def current_priority() -> Priority:
+    """The calling thread's niceness and whether it is SCHED_IDLE, unchanged."""
+    native = threading.get_native_id()
+    try:
+        nice: int | None = os.getpriority(os.PRIO_PROCESS, native)
+    except (AttributeError, OSError):
+        nice = None
+    try:
+        idle = os.sched_getscheduler(native) == os.SCHED_IDLE
+    except (AttributeError, OSError):
+        idle = False
+    return Priority(nice, idle)
+
+
 def lower_priority(niceness: int = TRAINING_NICENESS) -> Priority:
     """Make the calling thread nicer and, where Linux allows, SCHED_IDLE (Linux gives each thread its own niceness
     and policy; a training process has one thread that trains, and processes started from a thread inherit both),
@@ -265,16 +289,16 @@ Message = Started | Stepped | Snapped | Ended
 
 
 def train_run(spec: RunSpec, stop, watched, idle_seconds: float, send: Callable[[Message], None],
-              max_seconds: float = math.inf) -> None:
+              max_seconds: float = math.inf, gives_way: bool = True) -> None:
     """Train the run described by `spec` in this process, sending every step, snapshot and the end to `send`.
     `stop` is set to ask for a stop; `watched.value` is the time.monotonic() at which a page last showed the run
     (CLOCK_MONOTONIC: the same clock in every process); a run stops after `max_seconds` of training whatever its
-    steps (the step cap counts model work, not a busy server's slower steps). A failure is sent as the run's end,
-    never raised."""
+    steps (the step cap counts model work, not a busy server's slower steps); `gives_way`: at lower_priority's
+    priority first. A failure is sent as the run's end, never raised."""
     started, model = time.perf_counter(), None
     try:
         torch.set_num_threads(1)
-        send(Started(torch.get_num_threads(), lower_priority()))
+        send(Started(torch.get_num_threads(), lower_priority() if gives_way else current_priority()))
         preset = spec.preset()
         pool = shared_pool(spec.task, preset.pool_size)
         torch.manual_seed(spec.seed)
@@ -321,9 +345,10 @@ def _train_loop(model: Transformer, preset: Preset, pool, started: float, stop, 
     return "finished", ""
 
 
-def train_in_child(spec: RunSpec, stop, watched, idle_seconds: float, outbox, max_seconds: float) -> None:
+def train_in_child(spec: RunSpec, stop, watched, idle_seconds: float, outbox, max_seconds: float,
+                   gives_way: bool) -> None:
     """The training process's entry point: train_run, sending into the queue `outbox`."""
-    train_run(spec, stop, watched, idle_seconds, outbox.put, max_seconds)
+    train_run(spec, stop, watched, idle_seconds, outbox.put, max_seconds, gives_way)
 
 
 @lru_cache(maxsize=1)
@@ -361,7 +386,8 @@ def warm_up() -> None:
     gives each thread its niceness), so the fork server, which inherits it, takes the CPU only when pages do not."""
     from multiprocessing import forkserver
 
-    lower_priority()
+    if training_gives_way():
+        lower_priority()
     process_context()
     with main_hidden():
         forkserver.ensure_running()
