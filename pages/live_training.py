@@ -37,7 +37,7 @@ from core.training.live.spec import (DEFAULT_RECIPE, RECIPES, TASK_LABELS, TASKS
                                      accuracy_guide, encodings_for, masks_for, rate_curve)
 from core.training.live.worker import PATTERN_THRESHOLD, RunView, Snapshot  # noqa: E402
 from core.training.train import SCHEDULES, noam_peak  # noqa: E402
-from pages.ui.browser import browser_id  # noqa: E402
+from pages.ui.browser import browser_id, save_refusal  # noqa: E402
 from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import models_dir  # noqa: E402
@@ -445,6 +445,8 @@ def save(run: LiveRun, view: RunView) -> None:
         if col_button.button("Save", key="tr_save", icon=":material/save:"):
             bundled = [card.name for card in registry.list_cards(models_dir())]
             try:
+                if refusal := save_refusal():
+                    raise QuotaError(refusal)
                 run.save((name or "").strip(), st.session_state["live_owner"], reserved=bundled)
             except (ValueError, RunStateError, NotOwnerError, QuotaError) as error:
                 st.error(f"**Can't save:** {literal(str(error))}", icon="⚠️")

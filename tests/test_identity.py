@@ -7,7 +7,7 @@ from conftest import PAGES
 from streamlit.testing.v1 import AppTest
 
 from core.serving import identity
-from core.serving.identity import NewIdentityLimiter, Signer, address_token, load_secret
+from core.serving.identity import AddressLimiter, Signer, address_token, load_secret
 from pages.ui import browser
 
 
@@ -30,7 +30,7 @@ def test_the_secret_is_made_once_owner_only_and_shared_by_every_replica(tmp_path
 
 
 def test_new_ids_are_rationed_per_address_over_a_sliding_window():
-    limiter = NewIdentityLimiter(per_address=3, window=60, max_addresses=2)
+    limiter = AddressLimiter(per_address=3, window=60, max_addresses=2)
     assert [limiter.allow("10.0.0.1", now=t) for t in (0, 1, 2, 3)] == [True, True, True, False]
     assert limiter.allow("10.0.0.2", now=3)  # another address has its own ration
     assert limiter.allow("10.0.0.1", now=61)  # the first id has left the window
@@ -60,7 +60,7 @@ def test_the_page_keeps_a_signed_id_and_replaces_a_forged_one(monkeypatch, tmp_p
 
 def test_past_its_ration_an_address_shares_one_id(monkeypatch, tmp_path):
     browser._limiter.clear()
-    monkeypatch.setattr(browser, "NewIdentityLimiter", lambda: NewIdentityLimiter(per_address=2))
+    monkeypatch.setattr(browser, "AddressLimiter", lambda: AddressLimiter(per_address=2))
     ids = [page_session(monkeypatch, tmp_path, address="203.0.113.9").session_state["browser_id"] for _ in range(4)]
     assert len(set(ids[:2])) == 2 and ids[2] == ids[3] == address_token("203.0.113.9")
     assert page_session(monkeypatch, tmp_path, address="203.0.113.10").session_state["browser_id"] != ids[3]

@@ -319,3 +319,27 @@ def test_a_huge_run_id_in_a_link_is_named_short_once_and_leaves_the_url(new_page
     note = " ".join(info.value for info in at.info)
     assert "x" * 200 in note and "x" * 201 not in note
     assert "run" not in at.query_params
+
+
+def test_one_network_saves_a_bounded_number_of_runs_whatever_its_browser_ids(new_page, user_dir, monkeypatch):
+    """Issue 36, finding 6: a script changing its browser id saved 300 runs in 321 s. Past SAVES_PER_ADDRESS an
+    hour, a client address is refused with a message, and nothing is saved."""
+    from pages.ui import browser
+    browser._save_limiter.clear()
+    monkeypatch.setattr(browser, "SAVES_PER_ADDRESS", 1)
+    monkeypatch.setattr(browser, "client_address", lambda: "203.0.113.7")
+    saved = []
+    for name in ("first", "second"):
+        at = new_page()
+        tiny(at, steps=3)
+        at.run()
+        run = start(at)
+        assert run.join(timeout=120)
+        at.run()
+        at.text_input(key=f"tr_name_{run.run_id}").set_value(name)
+        at.button(key="tr_save").click().run()
+        assert not at.exception
+        saved.append(run.view().saved_as)
+    assert saved == ["first", None]
+    assert any("this network has saved 1 run in the last 1 hour" in e.value for e in at.error)
+    browser._save_limiter.clear()

@@ -20,6 +20,9 @@ TOKEN_HEX = 32  # a browser's id: 128 random bits
 SIGNATURE_HEX = 32  # the cookie's signature: HMAC-SHA256, 128 bits of it
 SECRET_FILE = ".identity_secret"  # in the user directory, which every replica shares
 NEW_PER_ADDRESS = 60  # new browser ids one address may get in WINDOW_SECONDS: a class of 30 behind one NAT, twice
+# saved runs one address may make in WINDOW_SECONDS: a class of 30 behind one NAT saving two each. Each browser's
+# quota (core/training/live/runs.py) alone let a script that changes its id save 300 runs in 321 s (issue 36)
+SAVES_PER_ADDRESS = 60
 WINDOW_SECONDS = 3600.0
 
 
@@ -73,8 +76,9 @@ def address_token(address: str) -> str:
     return "address-" + hashlib.sha256(address.encode()).hexdigest()[:24]
 
 
-class NewIdentityLimiter:
-    """At most `per_address` new ids for one client address in any `window` seconds (a sliding window)."""
+class AddressLimiter:
+    """At most `per_address` of something (new browser ids, saved runs) for one client address in any `window`
+    seconds (a sliding window)."""
 
     def __init__(self, per_address: int = NEW_PER_ADDRESS, window: float = WINDOW_SECONDS, max_addresses: int = 10_000):
         self.per_address, self.window, self.max_addresses = per_address, window, max_addresses
@@ -82,7 +86,7 @@ class NewIdentityLimiter:
         self._lock = threading.Lock()
 
     def allow(self, address: str, now: float | None = None) -> bool:
-        """Whether `address` may have one more new id now (counted when it may)."""
+        """Whether `address` may have one more now (counted when it may)."""
         now = time.monotonic() if now is None else now
         with self._lock:
             if len(self._issued) >= self.max_addresses:  # forget the idle ones: bounded memory, whoever connects

@@ -10,7 +10,8 @@ import os
 import streamlit as st
 
 from core.model import registry
-from core.serving.identity import NewIdentityLimiter, Signer, address_token, load_secret, new_token
+from core.serving.identity import (SAVES_PER_ADDRESS, WINDOW_SECONDS, AddressLimiter, Signer, address_token,
+                                   load_secret, new_token)
 
 BROWSER_COOKIE = "attention_lab_browser"
 BROWSER_DAYS = 180  # how long a browser keeps its id (its runs' ownership and its saved-run quota)
@@ -24,8 +25,24 @@ def _signer() -> Signer:
 
 
 @st.cache_resource
-def _limiter() -> NewIdentityLimiter:
-    return NewIdentityLimiter()
+def _limiter() -> AddressLimiter:
+    return AddressLimiter()
+
+
+@st.cache_resource
+def _save_limiter() -> AddressLimiter:
+    return AddressLimiter(per_address=SAVES_PER_ADDRESS)
+
+
+def save_refusal() -> str | None:
+    """Why this browser's network may not save one more run now (SAVES_PER_ADDRESS an hour per client address,
+    whatever browser ids it shows), or None, counting this save."""
+    address = client_address()
+    if address is None or _save_limiter().allow(address):
+        return None
+    return (f"this network has saved {SAVES_PER_ADDRESS} run{'s' * (SAVES_PER_ADDRESS != 1)} in the last "
+            f"{WINDOW_SECONDS / 3600:g} hour, as many as the server takes from one network. Save again later, or ask "
+            "your teacher.")
 
 
 def _sent_cookie() -> str:
