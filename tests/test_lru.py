@@ -104,3 +104,26 @@ def test_store_keys_are_fixed_size_hashes_and_an_equal_call_still_hits():
     first = echo(text)
     assert echo(text) is first and calls == [text] and echo(text + "!") is not first
     assert all(isinstance(key, bytes) and len(key) == 32 for key in _results()._items)
+
+
+
+def test_values_no_one_asked_for_lately_are_dropped_the_idlest_first(monkeypatch):
+    """Issue 36: a spike's recordings stayed until newer ones pushed them out; the memory sweeper drops idle ones."""
+    from types import SimpleNamespace
+
+    from core.serving import lru
+
+    clock = [100.0]
+    monkeypatch.setattr(lru, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    store = ByteLRU(1 << 20)
+    block = np.ones(1024, dtype=np.uint8)
+    for key, when in (("old", 100.0), ("asked again", 110.0), ("new", 120.0)):
+        clock[0] = when
+        store.get_or_compute(key, lambda: block)
+    clock[0] = 125.0
+    store.get_or_compute("asked again", lambda: None)  # a hit: used now, so the most recent
+    assert store.drop_idle(30, now=129.0) == 0 and len(store) == 3
+    assert store.drop_idle(20, now=129.0) == 1024 + size_of("old") and "old" not in store  # idle 29 s; "new" 9 s
+    assert store.drop_idle(5, now=129.0) == 1024 + size_of("new") and "new" not in store  # "asked again": 4 s
+    assert "asked again" in store
+    assert store.nbytes == 1024 + size_of("asked again")

@@ -58,6 +58,9 @@ class Setting:
 
 
 RESULTS_MB = 256  # every session's recordings together: about 1 MB at 64 tokens, 53 MB at 512 (lm-rope-long)
+# a recording or figure no one has asked for this long goes at the memory sweeper's next sweep (a short text's
+# recording is recomputed in tens of ms; a 1000-token one in about a second)
+RESULTS_IDLE_SECONDS = 30.0
 
 
 @st.cache_resource
@@ -126,14 +129,18 @@ def shared_figure(function):
 def recorder() -> FairScheduler:
     """The threads that run the recorded forward passes the store keeps, for every session, one pass waiting per
     session and the cheapest first, a second thread for cheap passes only (core/serving/scheduler.py); memory is
-    given back after a spike of long texts (core/serving/allocator.py's MemorySweeper).
+    given back after a spike of long texts (core/serving/allocator.py's MemorySweeper), with the store's entries no
+    one has asked for in RESULTS_IDLE_SECONDS.
     Its memory is faulted in up front, the store's budget of it (core/serving/allocator.py: at 512 tokens a pass took
     200 ms, 150 ms of them page faults, while the store was filling; glibc may give some of it back later, see
     there); sessions' scripts run in ever new threads, with other allocator arenas, where pages freed by one are not
-    at hand for the next. One thread also runs the passes one at a time, as the one shared core of a small server
-    does anyway."""
+    at hand for the next."""
     scheduler = FairScheduler("recorder")
-    MemorySweeper()  # memory a spike of long texts freed goes back to the system
+
+    def sweep() -> None:  # what a spike of long texts left: its recordings once idle, then the memory they freed
+        _results().drop_idle(RESULTS_IDLE_SECONDS)
+        MemorySweeper.collect_and_trim()
+    MemorySweeper(sweep=sweep)
     # costed past the cheap lane's limit: the main worker runs it, whose arena then holds the pages for long passes
     scheduler.submit("", CHEAP_COST + 1, lambda: prefault(RESULTS_MB * 2**20))
     return scheduler
