@@ -298,16 +298,23 @@ def test_the_page_says_the_step_cap_and_refuses_more(new_page):
     assert at.button(key="tr_start").disabled
 
 
-def test_a_saved_run_says_its_name_and_no_server_folder(new_page, user_dir):
-    at = new_page()
+def save_a_finished_run(at: AppTest, name: str) -> runs.LiveRun:
+    """Train a tiny run on the page `at` to its end, then save it as `name` (the page's Save box)."""
     tiny(at, steps=5)
     at.run()
     run = start(at)
     assert run.join(timeout=120)
     at.run()
-    assert str(user_dir) not in at.text_input(key=f"tr_name_{run.run_id}").help
-    at.text_input(key=f"tr_name_{run.run_id}").set_value("named")
+    at.text_input(key=f"tr_name_{run.run_id}").set_value(name)
     at.button(key="tr_save").click().run()
+    assert not at.exception
+    return run
+
+
+def test_a_saved_run_says_its_name_and_no_server_folder(new_page, user_dir):
+    at = new_page()
+    run = save_a_finished_run(at, "named")
+    assert str(user_dir) not in at.text_input(key=f"tr_name_{run.run_id}").help
     ok(at)
     saved = " ".join(message.value for message in at.success)
     assert "Saved as **named**" in saved and "/" not in saved and str(user_dir) not in texts(at)
@@ -328,18 +335,9 @@ def test_one_network_saves_a_bounded_number_of_runs_whatever_its_browser_ids(new
     browser._save_limiter.clear()
     monkeypatch.setattr(browser, "SAVES_PER_ADDRESS", 1)
     monkeypatch.setattr(browser, "client_address", lambda: "203.0.113.7")
-    saved = []
-    for name in ("first", "second"):
-        at = new_page()
-        tiny(at, steps=3)
-        at.run()
-        run = start(at)
-        assert run.join(timeout=120)
-        at.run()
-        at.text_input(key=f"tr_name_{run.run_id}").set_value(name)
-        at.button(key="tr_save").click().run()
-        assert not at.exception
-        saved.append(run.view().saved_as)
+    pages = [new_page(), new_page()]
+    saved = [save_a_finished_run(at, name).view().saved_as for at, name in zip(pages, ("first", "second"))]
     assert saved == ["first", None]
+    at = pages[1]
     assert any("this network has saved 1 run in the last 1 hour" in e.value for e in at.error)
     browser._save_limiter.clear()
