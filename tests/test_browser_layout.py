@@ -84,7 +84,7 @@ def open_page(page, url: str) -> None:
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"] h1')
     wait_idle(page)  # the cost page draws its charts only after a click: no chart is awaited
-    page.wait_for_function(f"""() => [...document.querySelectorAll('.al-heatmap')]
+    page.wait_for_function("""() => [...document.querySelectorAll('.al-heatmap')]
                                      .every(el => el.dataset.drawn !== '0')""")
     page.wait_for_function(PLOTLY_FITTED)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 import yaml  # requirements-dev.txt
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,6 @@ import json
 import time
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from core.figures.attention import (HEAD_COLORS, HEAD_VIEW_TOKENS, head_view_tokens, plain_token_labels, png_config,
