@@ -17,8 +17,9 @@ TEXT = "the cat sees the dog"
 
 
 def live_recordings() -> list[Recording]:
+    """The recordings of TEXT still alive (other tests' fixtures may hold recordings of their own)."""
     gc.collect()
-    return [obj for obj in gc.get_objects() if isinstance(obj, Recording)]
+    return [obj for obj in gc.get_objects() if isinstance(obj, Recording) and obj.meta.get("text") == TEXT]
 
 
 @pytest.mark.parametrize("view", ["Attention pattern", "One score, step by step", "Head view", "Rollout"])
