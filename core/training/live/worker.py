@@ -205,7 +205,7 @@ class RunView:
 
 @dataclass(frozen=True)
 class Priority:
-    niceness: int | None  # None where the system does not allow setting it
+    niceness: int | None  # None where the system cannot say
     idle: bool  # scheduled SCHED_IDLE: run only on CPU time that nothing else wants
 
 
@@ -216,7 +216,7 @@ def training_gives_way() -> bool:
 
 
 def current_priority() -> Priority:
-    """The calling thread's niceness and whether it is SCHED_IDLE, unchanged."""
+    """The calling thread's niceness (None where the system cannot say) and whether it is SCHED_IDLE."""
     native = threading.get_native_id()
     try:
         nice: int | None = os.getpriority(os.PRIO_PROCESS, native)
@@ -238,15 +238,13 @@ def lower_priority(niceness: int = TRAINING_NICENESS) -> Priority:
     native = threading.get_native_id()
     try:
         os.setpriority(os.PRIO_PROCESS, native, max(os.getpriority(os.PRIO_PROCESS, native), niceness))
-        nice: int | None = os.getpriority(os.PRIO_PROCESS, native)
     except (AttributeError, OSError):
-        nice = None
+        pass  # current_priority then reads the niceness left as it was
     try:
         os.sched_setscheduler(native, os.SCHED_IDLE, os.sched_param(0))
-        idle = os.sched_getscheduler(native) == os.SCHED_IDLE
     except (AttributeError, OSError):
-        idle = False
-    return Priority(nice, idle)
+        pass
+    return current_priority()
 
 
 def snapshot_steps(steps: int) -> set[int]:
