@@ -117,9 +117,10 @@ def test_the_masked_token_models_accuracy_by_kind_adds_up_and_is_at_chance_only_
 
 
 def _recipes(cards: list) -> set[tuple]:
-    """The distinct training recipes of these cards (all but the seed, the time taken and the loss curve)."""
-    return {tuple(sorted((k, v) for k, v in card.training.items() if k not in ("seed", "seconds", "loss_curve")))
-            for card in cards}
+    """The distinct training recipes of these cards: all but what a run's circumstances decide (the seed, the time
+    taken, the loss curve, and where a GPU lease's deadline stopped it)."""
+    run_only = ("seed", "seconds", "loss_curve", "stopped_early")
+    return {tuple(sorted((k, v) for k, v in card.training.items() if k not in run_only)) for card in cards}
 
 
 def test_the_position_encoding_comparison_is_made_with_models_trained_alike():
@@ -180,9 +181,12 @@ def test_the_vision_models_are_compared_trained_alike_with_their_presets_recipe(
     assert all(len(card.metrics.get("seeds", {})) >= 3 for card in cards)
 
 
-OLD_SETS_GOAL = 0.90  # the generator's own held-out sets; issue 35 traded 2-4 points of them (from 0.95) for drawings
-CONDITION_GOALS = {"blank": 0.95, "thick": 0.94, "large": 0.95, "wobbly": 0.90, "rotated": 0.88, "photographed": 0.80}
-BLANK_RAMP_GOAL = 0.80  # blank shaded pages called "nothing" at every strength of the ramp
+OLD_SETS_GOAL = 0.95  # the generator's own held-out sets (issue 35's first sketches had cost them 2-4 points)
+# Issue 35's goal is 0.95 on every condition. Thin strokes and tiny shapes do not reach it yet (the README says how
+# far they fall short); their floors keep what the wider model reached from slipping back (they were 0.32-0.52).
+CONDITION_GOALS = {"blank": 0.95, "thick": 0.95, "large": 0.95, "wobbly": 0.95, "rotated": 0.95, "photographed": 0.95,
+                   "outlined": 0.95, "thin": 0.80, "tiny": 0.85}
+BLANK_RAMP_GOAL = 0.95  # blank shaded pages called "nothing" at every strength of the ramp
 TEMPLATE_GOAL = 0.98  # the probability each drawing template's own class gets
 
 
@@ -207,14 +211,14 @@ def test_every_vision_model_meets_the_goal_on_every_test_set_at_every_seed(name)
 @pytest.mark.parametrize("name", VISION_MODELS)
 def test_every_vision_model_at_every_seed_meets_the_goals_on_a_classs_drawings_and_photos(name):
     """Issue 35's held-out conditions (measured afresh for the shipped seed above; each seed's card holds its own):
-    blank shaded pages are "nothing" at every strength of the ramp, thick, large, wobbly, rotated and photographed
-    shapes are named. Thin, outlined and tiny shapes are not goals: the README says how far they fall short."""
+    blank shaded pages are "nothing" at every strength of the ramp, and rotated, thick, outlined, large, wobbly and
+    photographed shapes are named at 95 %; thin and tiny ones at their floors, short of the goal."""
     cards = _seed_cards(name)
     assert len(cards) >= 3 and BUNDLED[name].metrics["shipped_seed"] in [card.training["seed"] for card in cards]
     for card in [BUNDLED[name], *cards]:
         conditions = card.metrics["conditions"]
         for condition, goal in CONDITION_GOALS.items():
-            assert conditions[condition] >= goal, (card.training["seed"], condition, conditions[condition])
+            assert conditions[condition] >= goal - 1e-9, (card.training["seed"], condition, conditions[condition])
         assert min(card.metrics["blank_by_ramp"].values()) >= BLANK_RAMP_GOAL, card.training["seed"]
 
 

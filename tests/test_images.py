@@ -17,6 +17,7 @@ from upload_files import png_chunk, png_header
 from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, KIND_MIX, KINDS, NOTHING, SKETCH_MIX,
                               TEST_SETS, TRAIN_SEED, ShapeSample, generate_dataset, generate_sample, generate_test_set,
                               mask_grid, template_cells)
+from core.data import images
 from core.model.patches import images_to_tensor, mask_to_patch_fraction, patch_grid, patchify, unpatchify
 from core.serving.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
 
@@ -495,3 +496,17 @@ def test_sketches_are_shapes_on_uneven_paper_and_blank_pages_are_nothing() -> No
     blanks = [s.image.astype(float).mean(axis=2) for s in samples if s.label == NOTHING]
     assert not any((page == page[0, 0]).all() for page in blanks), "a blank page has grain and light, never flat"
     assert max(np.ptp(page) for page in blanks) > 40, "some pages lie under a strong brightness gradient or shadow"
+
+
+def test_sketched_bars_come_outlined_as_well_as_filled_and_small_shapes_as_often_as_large() -> None:
+    """Issue 35's thin and tiny conditions: a class outlines a bar as it does a square (the held-out thin set draws
+    outlined bars, which the first sketches never did), and a shape 5-10 pixels across is as common as one 15-30."""
+    bar, rng = CLASSES.index("bar"), np.random.default_rng(3)
+    u, v = images._XS - IMAGE_SIZE / 2, images._YS - IMAGE_SIZE / 2  # an unturned frame at the centre
+    middles = [images._sketch_shape(bar, u, v, 24.0, 0.5, rng)[u.shape[0] // 2, u.shape[1] // 2] for _ in range(200)]
+    assert 60 < sum(middles) < 140, "about half filled (ink at the middle), half outlined (none there)"
+    rng = np.random.default_rng(4)
+    spans = [np.ptp(np.flatnonzero(s.mask.any(axis=0))) + 1 for s in
+             (generate_sample(rng, kind="sketch", label=CLASSES.index("circle")) for _ in range(300)) if s.mask.any()]
+    small, large = np.mean(np.less_equal(spans, 10)), np.mean(np.greater_equal(spans, 15))
+    assert abs(small - large) < 0.15 and small > 0.3, (small, large)

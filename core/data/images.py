@@ -279,12 +279,13 @@ def _drawn(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.n
 # ---------------------------------------------------------------------------------------------------------
 # Sketches: shapes as a class draws them on paper and photographs them (issue 35)
 # ---------------------------------------------------------------------------------------------------------
-# Any rotation, strokes from a hairline to very thick, squares and triangles outlined as well as filled, sizes from
-# 15 % to 95 % of the frame, a hand's wobble (a smooth bend of the drawing plane), pen colours on paper with grain,
-# ruled lines, a shadow and a brightness gradient, and a phone photo's blur and noise. "Nothing" is such a page with
+# Any rotation, strokes from a hairline to very thick, squares, bars and triangles outlined as well as filled, sizes
+# from 15 % to 95 % of the frame, a hand's wobble (a smooth bend of the drawing plane), pen colours on paper with
+# grain, ruled lines, a shadow and a brightness gradient, and a phone photo's blur and noise. "Nothing" is such a page with
 # no shape. The held-out sets of these conditions are drawn by other code (core.data.student_drawings).
 
-SKETCH_SIZES = (0.15 * IMAGE_SIZE, 0.95 * IMAGE_SIZE)
+SKETCH_SIZES = (0.15 * IMAGE_SIZE, 0.95 * IMAGE_SIZE)  # drawn log-uniformly: each doubling of size as often
+HAIRLINE = 0.3  # the thinnest stroke, in pixels: a pen's line on a page a phone shrinks to 32 pixels
 MAX_RAMP = 0.45  # the strongest brightness gradient across a page, as a fraction of its brightness
 MAX_WOBBLE = 0.04  # the largest bend of a hand's line, as a fraction of the shape's size
 PAPERS = ((250, 250, 246), (240, 236, 222), (222, 225, 230), (250, 244, 205), (210, 230, 246), (40, 52, 46))
@@ -313,10 +314,12 @@ def _side_distance(u: np.ndarray, v: np.ndarray, a: np.ndarray, b: np.ndarray) -
 
 
 def _inside_distance(label: int, u: np.ndarray, v: np.ndarray, half: float, rng: np.random.Generator) -> np.ndarray:
-    """A square's or triangle's distance inward from its nearest side (negative outside). The triangle points up,
-    its apex anywhere over the middle half of its base."""
+    """A square's, bar's or triangle's distance inward from its nearest side (negative outside). A bar is 2.5 to 8
+    times as long as thick; the triangle points up, its apex anywhere over the middle half of its base."""
     if label == CLASSES.index("square"):
         return half - np.maximum(np.abs(u), np.abs(v))
+    if label == CLASSES.index("bar"):
+        return np.minimum(half - np.abs(u), half / rng.uniform(2.5, 8.0) - np.abs(v))
     corners = np.array([(rng.uniform(-0.5, 0.5) * half, -half), (half, half), (-half, half)])
     return np.min([_side_distance(u, v, a, b) for a, b in zip(corners, np.roll(corners, -1, axis=0))], axis=0)
 
@@ -324,8 +327,8 @@ def _inside_distance(label: int, u: np.ndarray, v: np.ndarray, half: float, rng:
 def _sketch_shape(label: int, u: np.ndarray, v: np.ndarray, size: float, stroke: float,
                   rng: np.random.Generator) -> np.ndarray:
     """The shape in its own frame (boolean, sub-pixel grid). Crosses and rings are strokes from a hairline to a
-    third of the size (a ring keeps its hole), bars 2.5 to 8 times as long as thick; squares and triangles are filled
-    or, half the time, outlined with the stroke (an outlined circle is a ring)."""
+    third of the size (a ring keeps its hole); squares, bars and triangles are filled or, half the time, outlined
+    with the stroke (an outlined circle is a ring)."""
     half = size / 2
     name = CLASSES[label]
     if name == "circle":
@@ -333,8 +336,6 @@ def _sketch_shape(label: int, u: np.ndarray, v: np.ndarray, size: float, stroke:
     if name == "ring":
         radius = np.sqrt(u**2 + v**2)
         return (radius <= half) & (radius >= half - min(stroke, 0.45 * half))
-    if name == "bar":
-        return (np.abs(u) <= half) & (np.abs(v) <= half / rng.uniform(2.5, 8.0))
     if name == "cross":
         arm = min(stroke, size / 6)
         return ((np.abs(u) <= arm) & (np.abs(v) <= half)) | ((np.abs(v) <= arm) & (np.abs(u) <= half))
@@ -381,9 +382,9 @@ def _sketch(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.
     page, light = _paper(rng)
     mask = np.zeros((IMAGE_SIZE, IMAGE_SIZE), dtype=bool)
     if label != NOTHING:
-        size = rng.uniform(*SKETCH_SIZES)
+        size = float(np.exp(rng.uniform(*np.log(SKETCH_SIZES))))  # as many tiny shapes as large ones
         cx, cy = rng.uniform(min(size / 2, IMAGE_SIZE / 2), max(IMAGE_SIZE - size / 2, IMAGE_SIZE / 2), 2)
-        stroke = float(np.exp(rng.uniform(np.log(0.6), np.log(max(0.7, size / 3)))))  # hairline to thick
+        stroke = float(np.exp(rng.uniform(np.log(HAIRLINE), np.log(max(0.7, size / 3)))))  # hairline to thick
         inside = _sketch_shape(label, *_sketch_frame(cx, cy, size, rng), size, stroke, rng)
         cover = inside.reshape(IMAGE_SIZE, SUPERSAMPLE, IMAGE_SIZE, SUPERSAMPLE).mean(axis=(1, 3))
         dark_board = page.mean() < 128

@@ -157,16 +157,17 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # the generator's own sets (drawn and off-centre 95-97 %, 14,000 steps of 32 from 120,000 images) but not what a
     # class draws and photographs: rotated 63-70 %, outlined 14-19 %, blank shaded pages "nothing" 8-36 % (issue 35,
     # core.data.student_drawings). The mix with sketches (SKETCH_MIX: any rotation, stroke, outline and size, on
-    # paper under uneven light, photographed), a wider distribution, so more images, in bigger batches: 4,000 steps
-    # of 128 from 200,000 (512,000 seen), each batch turned by the square's symmetries. Rotated 93-95 %, blank pages
-    # 98-100 %; the price, disclosed in the README: 2-4 points lost on the drawn and off-centre sets. About 200 s a
-    # seed on one GPU (--device cuda); the CPU trains the same recipe, not timed.
-    vit_recipe = {"steps": 4000, "batch_size": 128, "learning_rate": 1.5e-3, "pool_size": 200000, "augment": True,
+    # paper under uneven light, photographed) is a wider distribution, so a wider model (D=128, as the text models)
+    # sees more images in bigger batches: 7,000 steps of 256 from 300,000 (1.8 M seen), each batch turned by the
+    # square's symmetries. (4,000 steps of 128 at D=64 from 200,000 left thin strokes at 32-52 %, tiny shapes at
+    # 36-43 % and outlines at 65-75 %.) Trained on one GPU (--device cuda); the CPU trains the same recipe.
+    vit_recipe = {"steps": 7000, "batch_size": 256, "learning_rate": 1.5e-3, "pool_size": 300000, "augment": True,
                   "sketches": True}
-    items += [Preset(f"vit-{pe}", "shapes", image_config(pos_encoding=pe),
+    vit_width = {"d_model": 128, "d_mlp": 512}
+    items += [Preset(f"vit-{pe}", "shapes", image_config(pos_encoding=pe, **vit_width),
                      f"vision transformer on generated shapes, CLS readout, position encoding: {pe}", **vit_recipe)
               for pe in ("learned", "none", "sinusoidal")]
-    items.append(Preset("vit-mean", "shapes", image_config(pooling="mean"),
+    items.append(Preset("vit-mean", "shapes", image_config(pooling="mean", **vit_width),
                         "vision transformer on generated shapes, mean-pool readout, learned positions", **vit_recipe))
     # Broad English (core/data/english.py) read by the byte-level BPE tokenizer: texts packed to the context, so
     # no text is cut; the families english.DEFAULT_HELD_OUT are never generated (its out-of-template probes).
