@@ -15,14 +15,17 @@ from core.model.checkpoint import read_card
 from core.model.registry import list_cards, load_model
 from core.serving.image_io import load_image
 from core.tokenizers.words import TextTokenizer
+from core.training.evaluate import HELDOUT_SEED as TEXT_HELDOUT_SEED
 from core.training.evaluate import (
+    N_HELDOUT,
     SEEDS_DIR,
     agreement_accuracy,
     evaluate_algorithmic,
     evaluate_grammar_mlm,
+    masked_predictions,
     shapes_accuracy,
 )
-from core.training.tasks import ImagePool
+from core.training.tasks import ImagePool, text_pool
 from core.training.train import presets
 
 BUNDLED = {card.name: card for card in list_cards()}
@@ -116,6 +119,28 @@ def test_the_masked_token_models_accuracy_by_kind_adds_up_and_is_at_chance_only_
     assert sum(kinds[kind]["share"] for kind in drawn) > 0.5
 
 
+def test_the_masked_token_models_majority_baselines_are_what_always_guessing_one_word_gets():
+    """Issue 34: "the" alone gets 38 % of the determiners, not the 7 % chance suggests. Counted afresh from the
+    masked words of the held-out pool: each kind's majority baseline is the share of its most frequent word, and on
+    determiners the model gets no more than that baseline."""
+    from collections import Counter
+
+    from core.data import grammar
+    tokenizer = TextTokenizer()
+    model, card = bundled("mlm-learned")
+    _, targets = masked_predictions(model, text_pool("grammar-mlm", N_HELDOUT, TEXT_HELDOUT_SEED, tokenizer))
+    words = [tokenizer.id_to_token(int(target)) for target in targets]
+    kinds = card.metrics["masked_accuracy_by_kind"]
+    for kind, members in grammar.lexicon_by_kind().items():
+        counted = Counter(word for word in words if word in set(members))
+        if counted:
+            assert kinds[kind]["majority"] == pytest.approx(counted.most_common(1)[0][1] / counted.total()), kind
+            assert counted[kinds[kind]["majority_word"]] == counted.most_common(1)[0][1], kind
+    assert card.metrics["masked_token_majority"] == pytest.approx(Counter(words).most_common(1)[0][1] / len(words))
+    assert kinds["determiners"]["majority_word"] == "the"
+    assert kinds["determiners"]["accuracy"] <= kinds["determiners"]["majority"] + 1e-9
+
+
 def _recipes(cards: list) -> set[tuple]:
     """The distinct training recipes of these cards: all but what a run's circumstances decide (the seed, the time
     taken, the loss curve, and where a GPU lease's deadline stopped it)."""
@@ -184,6 +209,7 @@ def test_the_vision_models_are_compared_trained_alike_with_their_presets_recipe(
 OLD_SETS_GOAL = 0.95  # the generator's own held-out sets (issue 35's first sketches had cost them 2-4 points)
 # Issue 35's goal is 0.95 on every condition. Thin strokes and tiny shapes do not reach it yet (the README says how
 # far they fall short); their floors keep what the wider model reached from slipping back (they were 0.32-0.52).
+# Outlines drawn on the page's own canvas ("canvas") fail outright: no goal until the generator draws them.
 CONDITION_GOALS = {"blank": 0.95, "thick": 0.95, "large": 0.95, "wobbly": 0.95, "rotated": 0.95, "photographed": 0.95,
                    "outlined": 0.95, "thin": 0.80, "tiny": 0.85}
 BLANK_RAMP_GOAL = 0.95  # blank shaded pages called "nothing" at every strength of the ramp

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from core.data import student_drawings as drawings
-from core.data.images import CLASSES, NOTHING
+from core.data.images import CLASSES, DRAWING_BACKGROUND, DRAWING_INK, NOTHING
 
 SOURCE = Path(drawings.__file__)
 
@@ -17,8 +17,9 @@ SOURCE = Path(drawings.__file__)
 def test_the_held_out_drawings_share_only_the_class_names_with_the_training_generator():
     imported = {(node.module, alias.name) for node in ast.walk(ast.parse(SOURCE.read_text()))
                 if isinstance(node, ast.ImportFrom) for alias in node.names}
-    assert {name for module, name in imported if module == "core.data.images"} == {"CLASSES"}
-    assert ("core.serving.image_io", "load_image") in imported  # every image goes through the upload path
+    # the class names, and for the canvas condition the canvas's size and the page's own rendering of it
+    assert {name for module, name in imported if module == "core.data.images"} == {"CLASSES", "DRAW_CELLS", "mask_grid"}
+    assert ("core.serving.image_io", "load_image") in imported  # every other image goes through the upload path
 
 
 def test_a_drawing_is_the_same_for_the_same_stream_and_is_an_upload_of_32_pixels():
@@ -49,3 +50,31 @@ def test_every_condition_holds_its_shapes_evenly_and_blank_pages_by_ramp():
     _, labels = drawings.condition_set("blank")
     assert (labels == NOTHING).all() and len(labels) == len(drawings.blank_ramps())
     assert set(drawings.blank_ramps()) == set(drawings.RAMPS) and max(drawings.RAMPS) == 0.3
+
+
+def test_canvas_outlines_are_the_page_pens_line_around_an_empty_middle():
+    """The "canvas" condition: outlined squares and triangles drawn a cell wide on the image page's 16x16 canvas,
+    in the page's two default colours, with nothing inside the line."""
+    images, labels = drawings.condition_set("canvas")
+    assert set(labels) == {CLASSES.index("square"), CLASSES.index("triangle")}
+    assert np.bincount(labels).max() == len(labels) // 2
+    for image in images:
+        assert {tuple(colour) for colour in image.reshape(-1, 3)} == {DRAWING_INK, DRAWING_BACKGROUND}
+        ink = (image[::2, ::2] == DRAWING_INK).all(axis=2)  # [16, 16] cells
+        assert 0.05 < ink.mean() < 0.45 and _enclosed(ink).any(), "a line around an empty middle"
+
+
+def _enclosed(ink: np.ndarray) -> np.ndarray:
+    """The background cells that no 4-connected path of background cells joins to the border."""
+    outside = np.zeros_like(ink)
+    outside[[0, -1], :], outside[:, [0, -1]] = ~ink[[0, -1], :], ~ink[:, [0, -1]]
+    while True:
+        grown = outside.copy()
+        grown[1:] |= outside[:-1]
+        grown[:-1] |= outside[1:]
+        grown[:, 1:] |= outside[:, :-1]
+        grown[:, :-1] |= outside[:, 1:]
+        grown &= ~ink
+        if (grown == outside).all():
+            return ~ink & ~outside
+        outside = grown

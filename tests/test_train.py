@@ -197,3 +197,13 @@ def test_image_batches_are_turned_by_the_squares_symmetries_only_when_the_recipe
     assert "augment" not in preset.recipe() and replace(preset, augment=True).recipe()["augment"] is True
     with pytest.raises(ConfigError, match="augment turns images"):
         replace(presets(TextTokenizer().vocab_size)["lm-rope"], augment=True)
+
+
+def test_a_tie_in_the_main_figure_is_broken_by_the_next():
+    """Every language model seed agreed 100 %, so the median seed was always the middle one trained (issue 34): the
+    tie now goes to perplexity (lower is better), and the median seed is the median by perplexity."""
+    from core.training.evaluate import median_seed
+    per_seed = {seed: {"headline": {"agreement": 1.0, "ppl": ppl}} for seed, ppl in ((0, 5.0), (1, 4.0), (2, 6.0))}
+    assert median_seed(per_seed) == 0
+    per_seed[1]["headline"]["agreement"] = 0.9  # the main figure first: seed 1 is now the worst, whatever its ppl
+    assert median_seed(per_seed) == 2  # of the two at 100 %, the one with the higher perplexity

@@ -5,7 +5,8 @@ shapes are polygons drawn with Pillow at 256 pixels (a phone's size for the phot
 smoothed random walk across the outline (the generator bends the whole plane with sine waves), its light is a lamp's
 fall-off from a point with a vignette, or a linear ramp for blank pages (the generator: a linear ramp and a half-plane
 shadow), its shadows are a blurred hand-shaped ellipse; and every image reaches 32x32 through the image page's upload
-path, core.serving.image_io.load_image (PNG, or JPEG for photos), as a student's upload does.
+path, core.serving.image_io.load_image (PNG, or JPEG for photos), as a student's upload does. One condition, "canvas",
+is drawn on the image page's own 16x16 canvas instead, rendered as the page renders it (core.data.images.mask_grid).
 
     python -m core.data.student_drawings OUT.png     # a contact sheet of every condition
 """
@@ -19,14 +20,14 @@ from functools import cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from core.data.images import CLASSES
+from core.data.images import CLASSES, DRAW_CELLS, mask_grid
 from core.serving.image_io import load_image
 
 SIDE = 256  # the drawings' side in pixels, before the upload path shrinks them
 SEED = 35
 N_PER_SHAPE = 40  # images per shape and condition
 RAMPS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)  # blank pages: how much darker the far side is
-CONDITIONS = ("rotated", "thick", "thin", "outlined", "tiny", "large", "wobbly", "photographed", "blank")
+CONDITIONS = ("rotated", "thick", "thin", "outlined", "tiny", "large", "wobbly", "photographed", "blank", "canvas")
 PHONE_SIZES = ((1600, 1200), (1200, 1600), (1280, 960), (960, 1280))
 INKS = {"pencil": (105, 105, 110), "ballpoint": (30, 40, 120), "felt black": (25, 25, 25), "red": (190, 35, 35),
         "green": (35, 120, 60)}
@@ -218,8 +219,30 @@ STROKES = ("cross", "ring", "bar")
 OUTLINABLE = ("square", "triangle")
 
 
+CANVAS_FINE = 8  # sub-cells per canvas cell while a stroke is drawn
+
+
+def _canvas_outline(shape: str, rng: np.random.Generator) -> np.ndarray:
+    """An outlined square or triangle as a student draws it with the image page's pen: a line one cell wide along a
+    hand-wobbled outline 7 to 12 cells across, turned up to 15 degrees, on the 16x16 canvas in the page's default
+    colours. uint8 [32, 32, 3]."""
+    side = DRAW_CELLS * CANVAS_FINE
+    unit = _square() if shape == "square" else _triangle(rng.uniform(-0.2, 0.2))
+    centre = np.full(2, side / 2) + rng.uniform(-1.0, 1.0, 2) * CANVAS_FINE
+    outline = _placed(unit, centre, rng.uniform(7, 12) * CANVAS_FINE, rng.uniform(-15, 15))
+    path = _hand(outline, rng.uniform(0.2, 0.6) * CANVAS_FINE, rng)
+    strokes = Image.new("L", (side, side), 0)
+    ImageDraw.Draw(strokes).line([tuple(p) for p in np.vstack([path, path[:1]])], fill=255, width=CANVAS_FINE,
+                                 joint="curve")
+    cells = np.asarray(strokes.resize((DRAW_CELLS, DRAW_CELLS), Image.Resampling.BOX)) > 100  # a cell the pen crossed
+    return mask_grid(cells)
+
+
 def _condition(name: str, rng: np.random.Generator) -> list[tuple[np.ndarray, int]]:
     """The condition's images and labels."""
+    if name == "canvas":
+        per_shape = N_PER_SHAPE * len(SHAPES) // len(OUTLINABLE)
+        return [(_canvas_outline(shape, rng), CLASSES.index(shape)) for shape in OUTLINABLE for _ in range(per_shape)]
     if name == "blank":
         return [(_draw(None, rng, ramp=strength), CLASSES.index("nothing")) for strength in RAMPS
                 for _ in range(N_PER_SHAPE)]

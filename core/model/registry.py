@@ -243,9 +243,13 @@ def _rank(key: str) -> int:
     return list(QUALITY_WORDS).index(key) if key in QUALITY_WORDS else len(QUALITY_WORDS)
 
 
-def main_figure(headline: dict[str, float]) -> str:
-    """The key of the headline figure that tells most (QUALITY_WORDS' order): the one seeds are ranked by."""
-    return min(headline, key=_rank)
+LOWER_IS_BETTER = {"ppl"}  # every other headline figure is better higher
+
+
+def ranked_figures(headline: dict[str, float]) -> list[str]:
+    """The headline's keys, the most telling first (QUALITY_WORDS' order): seeds are ranked by the first, and a tie
+    is broken by the next."""
+    return sorted(headline, key=_rank)
 
 
 def quality(card: ModelCard, first_only: bool = False) -> str:
