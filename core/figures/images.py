@@ -151,7 +151,7 @@ def image_with_grid(image: np.ndarray, patch: int, first_token: int = 1, selecte
             fig.add_trace(go.Scatter(x=x[pick], y=y[pick], mode="text", text=[str(t) for t in tokens.ravel()[pick]],
                                      textposition="middle right", hoverinfo="skip", showlegend=False,
                                      textfont=dict(size=font_size, color=ink,
-                                                   shadow=f"1px 1px 1px {halo}, -1px -1px 1px {halo}")))
+                                                   shadow=f"0 0 2px {halo}, 0 0 2px {halo}")))
     _patch_axes(fig, h, w)
     _square(fig, 1)
     return fig
