@@ -119,6 +119,18 @@ def test_the_masked_token_models_accuracy_by_kind_adds_up_and_is_at_chance_only_
     assert sum(kinds[kind]["share"] for kind in drawn) > 0.5
 
 
+@pytest.mark.parametrize("name", ["lm-rope", "mlm-learned"])
+def test_a_language_models_card_holds_its_agreement_outside_the_templates(name):
+    """Issue 34: the out-of-template probes (core.data.grammar_probes), measured afresh, are the card's figures, each
+    beside baselines of one half; a causal and a masked-token model (the others are measured the same way)."""
+    from core.data.grammar_probes import CONSTRUCTIONS
+    from core.training.evaluate import out_of_template_agreement
+    model, card = bundled(name)
+    measured = out_of_template_agreement(model, TextTokenizer())
+    assert measured == card.metrics["out_of_template"] and list(measured) == [*CONSTRUCTIONS, "pooled"]
+    assert all(row["always_singular"] == row["always_plural"] == 0.5 for row in measured.values())
+
+
 def test_the_masked_token_models_majority_baselines_are_what_always_guessing_one_word_gets():
     """Issue 34: "the" alone gets 38 % of the determiners, not the 7 % chance suggests. Counted afresh from the
     masked words of the held-out pool: each kind's majority baseline is the share of its most frequent word, and on

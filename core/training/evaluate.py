@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from core.data import algorithmic, grammar, student_drawings
+from core.data import algorithmic, grammar, grammar_probes, student_drawings
 from core.data.images import CLASSES, TEST_SETS, mask_grid, template_cells
 from core.lessons.analysis import best_head, induction_score, mirrored_score, rollout
 from core.model.checkpoint import ModelCard, load_checkpoint, read_card, update_metrics
@@ -80,13 +80,15 @@ def ngram_perplexities(train: TokenPool, heldout: TokenPool, vocab_size: int) ->
 
 
 @torch.no_grad()
-def agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT) -> float:
+def agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_HELDOUT,
+                       examples: list[grammar.AgreementExample] | None = None) -> float:
     """How often the verb form that agrees with the subject gets more probability than the other, read from
     the prefix's last position (causal) or, for a bidirectional model, at a [MASK] in the verb's place of the whole
-    sentence, [BOS] prefix [MASK] suffix [EOS], as it was trained to read (Goldberg 2019's probe of BERT)."""
+    sentence, [BOS] prefix [MASK] suffix [EOS], as it was trained to read (Goldberg 2019's probe of BERT). On n
+    held-out sentences of the grammar, or on the `examples` given."""
     masked = model.cfg.head == "masked_token"
     correct = 0
-    examples = grammar.generate_agreement_examples(n, HELDOUT_SEED)
+    examples = examples if examples is not None else grammar.generate_agreement_examples(n, HELDOUT_SEED)
     for example in examples:
         ids = tokenizer.encode(example.prefix).ids  # [BOS] prefix
         at = len(ids) - 1  # the prefix's last token predicts the verb (causal)
@@ -97,6 +99,22 @@ def agreement_accuracy(model: Transformer, tokenizer: TextTokenizer, n: int = N_
         right, wrong = tokenizer.token_to_id(example.correct), tokenizer.token_to_id(example.wrong)
         correct += bool(logits[right] > logits[wrong])
     return correct / len(examples)
+
+
+def out_of_template_agreement(model: Transformer, tokenizer: TextTokenizer,
+                              n: int = N_HELDOUT) -> dict[str, dict[str, float]]:
+    """Agreement on constructions the grammar never generates (core.data.grammar_probes), n probes each and
+    pooled, each beside its majority baselines (always the singular form, always the plural one)."""
+    rows, pooled = {}, []
+    for construction in grammar_probes.CONSTRUCTIONS:
+        probes = grammar_probes.agreement_probes(construction, n)
+        singular = float(np.mean([grammar_probes.is_singular(probe) for probe in probes]))
+        rows[construction] = {"accuracy": agreement_accuracy(model, tokenizer, examples=probes), "n": len(probes),
+                              "always_singular": singular, "always_plural": 1 - singular}
+        pooled.append(rows[construction])
+    rows["pooled"] = {key: float(np.mean([row[key] for row in pooled])) for key in pooled[0]}
+    rows["pooled"]["n"] = int(sum(row["n"] for row in pooled))
+    return rows
 
 
 @torch.no_grad()
@@ -141,7 +159,8 @@ def evaluate_grammar_lm(model: Transformer, tokenizer: TextTokenizer) -> dict:
     nll, count = next_token_nll(model, heldout)
     train = text_pool("grammar-lm", 5000, 0, tokenizer)
     metrics = {"perplexity": math.exp(nll / count), **ngram_perplexities(train, heldout, tokenizer.vocab_size),
-               "agreement_accuracy": agreement_accuracy(model, tokenizer)}
+               "agreement_accuracy": agreement_accuracy(model, tokenizer),
+               "out_of_template": out_of_template_agreement(model, tokenizer)}
     metrics["headline"] = {"ppl": metrics["perplexity"], "agreement": metrics["agreement_accuracy"]}
     return metrics
 
@@ -153,7 +172,8 @@ def evaluate_grammar_mlm(model: Transformer, tokenizer: TextTokenizer) -> dict:
                "masked_token_majority": float((targets == majority).double().mean()),
                "masked_token_majority_word": tokenizer.id_to_token(majority),
                "masked_accuracy_by_kind": masked_accuracy_by_kind(predicted, targets, tokenizer),
-               "agreement_accuracy": agreement_accuracy(model, tokenizer)}
+               "agreement_accuracy": agreement_accuracy(model, tokenizer),
+               "out_of_template": out_of_template_agreement(model, tokenizer)}
     metrics["headline"] = {"masked_acc": metrics["masked_token_accuracy"], "agreement": metrics["agreement_accuracy"]}
     return metrics
 
