@@ -29,7 +29,7 @@ from core.data.grammar import AgreementExample, Number
 SEED = 34
 CONSTRUCTIONS = ("pp_chain", "names", "preposed_pp", "adjective_string", "pp_then_object_rc")
 OTHER: dict[Number, Number] = {"sg": "pl", "pl": "sg"}
-Built = tuple[tuple[str, ...], str]  # the words before the verb, and the attractor (the nearest noun of the other number)
+Built = tuple[tuple[str, ...], str]  # the words before the verb, and the attractor (the nearest other-number noun)
 
 
 def _noun_phrase(rng: random.Random, number: Number, adjectives: int = 0) -> tuple[str, ...]:

@@ -281,8 +281,8 @@ def _drawn(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.n
 # ---------------------------------------------------------------------------------------------------------
 # Any rotation, strokes from a hairline to very thick, squares, bars and triangles outlined as well as filled, sizes
 # from 15 % to 95 % of the frame, a hand's wobble (a smooth bend of the drawing plane), pen colours on paper with
-# grain, ruled lines, a shadow and a brightness gradient, and a phone photo's blur and noise. "Nothing" is such a page with
-# no shape. The held-out sets of these conditions are drawn by other code (core.data.student_drawings).
+# grain, ruled lines, a shadow and a brightness gradient, and a phone photo's blur and noise. "Nothing" is such a page
+# with no shape. The held-out sets of these conditions are drawn by other code (core.data.student_drawings).
 
 SKETCH_SIZES = (0.15 * IMAGE_SIZE, 0.95 * IMAGE_SIZE)  # drawn log-uniformly: each doubling of size as often
 HAIRLINE = 0.3  # the thinnest stroke, in pixels: a pen's line on a page a phone shrinks to 32 pixels

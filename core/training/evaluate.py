@@ -131,6 +131,12 @@ def masked_predictions(model: Transformer, pool: TokenPool) -> tuple[torch.Tenso
     return torch.cat(predicted), torch.cat(targets)
 
 
+def majority_baseline(targets: torch.Tensor, tokenizer: TextTokenizer) -> tuple[float, str]:
+    """What always guessing the most frequent of these target ids scores on them, and that word."""
+    majority = int(targets.mode().values)
+    return float((targets == majority).double().mean()), tokenizer.id_to_token(majority)
+
+
 def masked_accuracy_by_kind(predicted: torch.Tensor, targets: torch.Tensor,
                             tokenizer: TextTokenizer) -> dict[str, dict[str, float]]:
     """The masked-token accuracy split by the kind of the masked word (core.data.grammar.lexicon_by_kind): per kind
@@ -146,10 +152,9 @@ def masked_accuracy_by_kind(predicted: torch.Tensor, targets: torch.Tensor,
     for kind, words in kinds.items():
         chosen = torch.tensor([target_kind == kind for target_kind in target_kinds], dtype=torch.bool)
         if chosen.any():
-            majority = int(targets[chosen].mode().values)
+            majority, majority_word = majority_baseline(targets[chosen], tokenizer)
             rows[kind] = {"share": float(chosen.double().mean()), "chance": 1 / len(words),
-                          "majority": float((targets[chosen] == majority).double().mean()),
-                          "majority_word": tokenizer.id_to_token(majority),
+                          "majority": majority, "majority_word": majority_word,
                           "accuracy": float((predicted[chosen] == targets[chosen]).double().mean())}
     return rows
 
@@ -167,10 +172,9 @@ def evaluate_grammar_lm(model: Transformer, tokenizer: TextTokenizer) -> dict:
 
 def evaluate_grammar_mlm(model: Transformer, tokenizer: TextTokenizer) -> dict:
     predicted, targets = masked_predictions(model, text_pool("grammar-mlm", N_HELDOUT, HELDOUT_SEED, tokenizer))
-    majority = int(targets.mode().values)  # always guessing the most frequent masked word
+    majority, majority_word = majority_baseline(targets, tokenizer)
     metrics = {"masked_token_accuracy": float((predicted == targets).double().mean()),
-               "masked_token_majority": float((targets == majority).double().mean()),
-               "masked_token_majority_word": tokenizer.id_to_token(majority),
+               "masked_token_majority": majority, "masked_token_majority_word": majority_word,
                "masked_accuracy_by_kind": masked_accuracy_by_kind(predicted, targets, tokenizer),
                "agreement_accuracy": agreement_accuracy(model, tokenizer),
                "out_of_template": out_of_template_agreement(model, tokenizer)}
@@ -314,8 +318,8 @@ def seed_summary(per_seed: dict[int, dict]) -> dict:
 
 
 def median_seed(per_seed: dict[int, dict]) -> int:
-    """The median seed, the model to ship: ranked by the main figure (core.model.registry.ranked_figures' first), a tie broken
-    by the next figure, and so on (when every language model seed agrees 100 %, by perplexity; when the vision
+    """The median seed, the model to ship: ranked by the main figure (core.model.registry.ranked_figures' first), a
+    tie broken by the next figure, and so on (when every language model seed agrees 100 %, by perplexity; when the vision
     models' worst sets tie, by the worst drawing or photo condition)."""
     keys = ranked_figures(next(iter(per_seed.values()))["headline"])
 
