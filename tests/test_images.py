@@ -14,9 +14,9 @@ import torch
 from PIL import ExifTags, Image, features
 from upload_files import png_chunk, png_header
 
-from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, KIND_MIX, KINDS, NOTHING, SKETCH_MIX,
-                              TEST_SETS, TRAIN_SEED, ShapeSample, generate_dataset, generate_sample, generate_test_set,
-                              mask_grid, template_cells)
+from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, KIND_MIX, KINDS, NOTHING, POLISH_MIX,
+                              SKETCH_MIX, TEST_SETS, TRAIN_SEED, ShapeSample, generate_dataset, generate_sample,
+                              generate_test_set, mask_grid, template_cells)
 from core.data import images
 from core.model.patches import images_to_tensor, mask_to_patch_fraction, patch_grid, patchify, unpatchify
 from core.serving.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
@@ -510,3 +510,70 @@ def test_sketched_bars_come_outlined_as_well_as_filled_and_small_shapes_as_often
              (generate_sample(rng, kind="sketch", label=CLASSES.index("circle")) for _ in range(300)) if s.mask.any()]
     small, large = np.mean(np.less_equal(spans, 10)), np.mean(np.greater_equal(spans, 15))
     assert abs(small - large) < 0.15 and small > 0.3, (small, large)
+
+
+def test_a_kind_with_no_share_leaves_the_draws_of_a_mix_as_they_were() -> None:
+    """The second stage's kinds came after the shipped models' first stage: with no share of a mix, they leave its
+    stream of images as it was when the kinds were the first four alone."""
+    first_kinds = KINDS[:4]
+    for mix in (KIND_MIX, SKETCH_MIX):
+        assert not any(mix[len(first_kinds):])
+        now, then = np.random.default_rng(5), np.random.default_rng(5)
+        for _ in range(100):
+            kind = str(then.choice(first_kinds, p=mix[:len(first_kinds)]))
+            label = int(then.integers(len(CLASSES)))
+            image, _ = images._KIND_MAKERS[kind](label, then, (images.MIN_SHAPE_SIZE, images.MAX_SHAPE_SIZE),
+                                                 images.AGAINST_SIDE_RATE)
+            np.testing.assert_array_equal(generate_sample(now, mix=mix).image, image)
+
+
+def test_the_polish_mix_draws_every_kind_in_its_shares() -> None:
+    rng = np.random.default_rng([TRAIN_SEED, 0])
+    kinds = [generate_sample(rng, mix=POLISH_MIX).kind for _ in range(500)]
+    np.testing.assert_allclose([kinds.count(kind) / 500 for kind in KINDS], POLISH_MIX, atol=0.06)
+    assert all(POLISH_MIX), "every kind of the first stage is kept"
+
+
+def _ink_cells(sample: ShapeSample) -> np.ndarray:
+    return sample.mask[::2, ::2]
+
+
+def test_pen_drawings_are_canvas_cells_turned_at_any_angle_and_outlined_half_the_time() -> None:
+    """The image page's canvas as a student draws on it (issue 35's "canvas" condition): 2 x 2-pixel cells of two
+    colours; squares outlined (an empty middle) about half the time, and turned (a filled square fills its box only
+    when upright)."""
+    rng = np.random.default_rng(11)
+    squares = [generate_sample(rng, kind="pen", label=CLASSES.index("square")) for _ in range(200)]
+    for sample in squares:
+        image = sample.image.astype(int)
+        assert (image[::2, ::2] == image[1::2, 1::2]).all(), "whole cells"
+        assert len(np.unique(image.reshape(-1, 3), axis=0)) == 2
+        np.testing.assert_array_equal(sample.mask, np.kron(_ink_cells(sample), np.ones((2, 2), bool)))
+    hollow, fill = [], []
+    for sample in squares:
+        cells = _ink_cells(sample)
+        rows, cols = np.flatnonzero(cells.any(axis=1)), np.flatnonzero(cells.any(axis=0))
+        box = cells[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+        if min(box.shape) >= 7:
+            hollow.append(not box[box.shape[0] // 2, box.shape[1] // 2])
+            if not hollow[-1]:
+                fill.append(box.mean())
+    assert 0.3 < np.mean(hollow) < 0.7, np.mean(hollow)
+    assert min(fill) < 0.7 < 0.9 < max(fill), "turned squares as well as upright ones"
+
+
+def test_fine_sketches_draw_strokes_below_the_sketches_hairline(monkeypatch) -> None:
+    """The second stage's "fine" kind: as the sketch, with strokes down to FINE_HAIRLINE (the held-out thin set's
+    finest lines are thinner than the first stage's hairline)."""
+    strokes: list[float] = []
+    original = images._sketch_shape
+    monkeypatch.setattr(images, "_sketch_shape", lambda label, u, v, size, stroke, rng: strokes.append(stroke)
+                        or original(label, u, v, size, stroke, rng))
+    rng = np.random.default_rng(12)
+    for kind in ("sketch", "fine"):
+        strokes.clear()
+        for _ in range(300):
+            generate_sample(rng, kind=kind, label=CLASSES.index("cross"))
+        floor = images.HAIRLINE if kind == "sketch" else images.FINE_HAIRLINE
+        assert min(strokes) >= floor
+        assert np.mean(np.less(strokes, images.HAIRLINE)) > (0.1 if kind == "fine" else -1), kind

@@ -207,3 +207,50 @@ def test_a_tie_in_the_main_figure_is_broken_by_the_next():
     assert median_seed(per_seed) == 0
     per_seed[1]["headline"]["agreement"] = 0.9  # the main figure first: seed 1 is now the worst, whatever its ppl
     assert median_seed(per_seed) == 2  # of the two at 100 %, the one with the higher perplexity
+
+
+def _small_vit(polish_steps: int = 0):
+    """A vision transformer's recipe, small enough to train in a test, with a second stage of polish_steps."""
+    from core.training.train import image_config
+    return replace(presets(TextTokenizer().vocab_size)["vit-learned"], config=image_config(d_model=16, d_mlp=32,
+                   n_layers=1), steps=4, batch_size=8, pool_size=40, warmup=2, polish_steps=polish_steps)
+
+
+def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_path, monkeypatch):
+    """A preset with polish_steps trains its first stage, then that many steps more from those weights on the
+    polish mix at a tenth of the peak rate; a seed trained with the first stage alone gets only the second."""
+    import core.training.train as train
+    from core.data.images import POLISH_MIX
+    monkeypatch.setattr(train, "POLISH_POOL", 40)
+    monkeypatch.setattr(train, "evaluate_card", lambda path, tokenizer: {"headline": {"worst_set": 0.5}})
+    first = train.first_stage(_small_vit(polish_steps=3))
+    assert first.polish_steps == 0 and first.recipe() == _small_vit().recipe()
+    second = train.polish_stage(_small_vit(polish_steps=3))
+    assert (second.steps, second.schedule, second.polishing) == (3, "constant", True)
+    assert second.learning_rate == pytest.approx(first.learning_rate / 10)
+    mixes = []
+    monkeypatch.setattr(train, "ImagePool", lambda n, seed, mix: mixes.append(mix) or original_pool(n, seed, mix=mix))
+    from core.training.tasks import ImagePool as original_pool
+    seed_card = train.train_preset(first, tmp_path / f"seed-{first.seed}", progress=False)
+    start = load_checkpoint(seed_card)[0].state_dict()
+    assert train.trained_with(seed_card, first) and not train.trained_with(seed_card, _small_vit(polish_steps=3))
+    trained = []
+    monkeypatch.setattr(train, "train_preset", lambda p, *a, **k: trained.append(p) or pytest.fail("retrained"))
+    polished = []
+    original_trained = train._trained
+    monkeypatch.setattr(train, "_trained", lambda model, p, *a: polished.append(
+        {k: torch.equal(v, start[k]) for k, v in model.state_dict().items()}) or original_trained(model, p, *a))
+    path = train.train_seeds(_small_vit(polish_steps=3), [first.seed], tmp_path / "models", tmp_path,
+                             progress=False)
+    assert all(polished[0].values()), "the second stage starts from the first stage's weights"
+    assert mixes[-1] == POLISH_MIX and mixes[0] != POLISH_MIX
+    card = load_checkpoint(path)[1]
+    assert card.training["polish_steps"] == 3 and [s for s, _ in card.training["polish_loss_curve"]] == [0, 2]
+    assert train.trained_with(seed_card, _small_vit(polish_steps=3))
+    assert not train.trained_with(seed_card, first), "a polished seed is not the first stage's any more"
+    assert not train.trained_with(seed_card, _small_vit(polish_steps=4))
+
+
+def test_only_image_models_have_a_second_stage():
+    with pytest.raises(Exception, match="second stage"):
+        replace(presets(TextTokenizer().vocab_size)["tiny-test"], polish_steps=5)

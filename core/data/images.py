@@ -30,10 +30,14 @@ NOTHING = CLASSES.index("nothing")
 TRAIN_SEED = 0
 HELDOUT_SEED = 1
 
-KINDS = ("cluttered", "plain", "drawn", "sketch")
-KIND_MIX = (0.4, 0.3, 0.3, 0.0)  # the mix of the held-out TEST_SETS (and the training mix before issue 35)
+KINDS = ("cluttered", "plain", "drawn", "sketch", "pen", "fine")
+KIND_MIX = (0.4, 0.3, 0.3, 0.0, 0.0, 0.0)  # the mix of the held-out TEST_SETS (and the training mix before issue 35)
 # The shipped vision models' training mix (issue 35): with sketches, see core.training.train's presets and the README.
-SKETCH_MIX = (0.2, 0.15, 0.2, 0.45)
+# A kind's zero share leaves the stream of draws as it was without that kind.
+SKETCH_MIX = (0.2, 0.15, 0.2, 0.45, 0.0, 0.0)
+# The mix of their second stage, which adds shapes drawn with the page's pen (outlines too, turned) and sketches
+# down to the finest hairline (FINE_HAIRLINE), and keeps every kind of the first.
+POLISH_MIX = (0.1, 0.05, 0.2, 0.25, 0.15, 0.25)
 TEST_SETS = ("mix", "cluttered", "plain", "drawn", "off-centre", "nothing")
 
 MIN_SHAPE_SIZE, MAX_SHAPE_SIZE = 10.0, 28.0
@@ -263,11 +267,16 @@ def _plain(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.n
     return _to_uint8(canvas + rng.normal(0.0, rng.uniform(0, 3), canvas.shape)), mask  # a little camera noise
 
 
-def _drawn(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
+def _canvas_colours(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A drawing's (ink, background): the image page's default colours half the time, else any two that contrast."""
     if rng.random() < 0.5:
-        ink, background = DRAWING_INK, DRAWING_BACKGROUND
-    else:
-        background, ink = (_to_uint8(c) for c in _contrasting_pair(rng))
+        return np.asarray(DRAWING_INK, np.uint8), np.asarray(DRAWING_BACKGROUND, np.uint8)
+    background, ink = (_to_uint8(c) for c in _contrasting_pair(rng))
+    return ink, background
+
+
+def _drawn(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
+    ink, background = _canvas_colours(rng)
     cells = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
     if label != NOTHING:
         cover = _shape_cover(label, rng, (max(sizes[0], MIN_DRAWN_SIZE), max(sizes[1], MIN_DRAWN_SIZE)), side_rate)
@@ -286,6 +295,7 @@ def _drawn(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.n
 
 SKETCH_SIZES = (0.15 * IMAGE_SIZE, 0.95 * IMAGE_SIZE)  # drawn log-uniformly: each doubling of size as often
 HAIRLINE = 0.3  # the thinnest stroke, in pixels: a pen's line on a page a phone shrinks to 32 pixels
+FINE_HAIRLINE = 0.12  # the "fine" kind's: a 0.5 mm pen line on a 15 cm drawing shrunk to 32 pixels is 0.1 px
 MAX_RAMP = 0.45  # the strongest brightness gradient across a page, as a fraction of its brightness
 MAX_WOBBLE = 0.04  # the largest bend of a hand's line, as a fraction of the shape's size
 PAPERS = ((250, 250, 246), (240, 236, 222), (222, 225, 230), (250, 244, 205), (210, 230, 246), (40, 52, 46))
@@ -377,14 +387,16 @@ def _photographed(canvas: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return canvas + rng.normal(0, rng.uniform(0, 4), canvas.shape)
 
 
-def _sketch(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
-    """A shape drawn on paper and photographed (sizes: SKETCH_SIZES; side_rate unused: the frame crops it)."""
+def _sketch(label: int, rng: np.random.Generator, sizes, side_rate,
+            hairline: float = HAIRLINE) -> tuple[np.ndarray, np.ndarray]:
+    """A shape drawn on paper and photographed (sizes: SKETCH_SIZES; side_rate unused: the frame crops it), its
+    strokes from `hairline` to a third of its size."""
     page, light = _paper(rng)
     mask = np.zeros((IMAGE_SIZE, IMAGE_SIZE), dtype=bool)
     if label != NOTHING:
         size = float(np.exp(rng.uniform(*np.log(SKETCH_SIZES))))  # as many tiny shapes as large ones
         cx, cy = rng.uniform(min(size / 2, IMAGE_SIZE / 2), max(IMAGE_SIZE - size / 2, IMAGE_SIZE / 2), 2)
-        stroke = float(np.exp(rng.uniform(np.log(HAIRLINE), np.log(max(0.7, size / 3)))))  # hairline to thick
+        stroke = float(np.exp(rng.uniform(np.log(hairline), np.log(max(0.7, size / 3)))))  # hairline to thick
         inside = _sketch_shape(label, *_sketch_frame(cx, cy, size, rng), size, stroke, rng)
         cover = inside.reshape(IMAGE_SIZE, SUPERSAMPLE, IMAGE_SIZE, SUPERSAMPLE).mean(axis=(1, 3))
         dark_board = page.mean() < 128
@@ -392,7 +404,44 @@ def _sketch(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.
         page, mask = _paint(page, cover * rng.uniform(0.6, 1.0), pen), cover >= 0.5  # a pencil is fainter
     return _to_uint8(_photographed(page * light[..., None], rng)), mask
 
-_KIND_MAKERS = {"cluttered": _cluttered, "plain": _plain, "drawn": _drawn, "sketch": _sketch}
+
+def _fine(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
+    """A sketch whose strokes go down to FINE_HAIRLINE."""
+    return _sketch(label, rng, sizes, side_rate, hairline=FINE_HAIRLINE)
+
+
+PEN_SIZES = (MIN_DRAWN_SIZE, 0.85 * IMAGE_SIZE)  # 7 to 13.6 cells, drawn log-uniformly as a sketch's sizes
+
+
+PEN_BUMPS = 0.15  # the largest share of the cells beside a pen drawing's line that a hand's wobble inks too
+
+
+def _bumps(cells: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The cells with some of the paper cells beside the ink inked too: a hand drawing on the canvas goes a cell
+    past its line here and there."""
+    padded = np.pad(cells, 1)
+    beside = ~cells & (padded[1:-1, :-2] | padded[1:-1, 2:] | padded[:-2, 1:-1] | padded[2:, 1:-1])
+    return cells | (beside & (rng.random(cells.shape) < rng.uniform(0, PEN_BUMPS)))
+
+
+def _pen(label: int, rng: np.random.Generator, sizes, side_rate) -> tuple[np.ndarray, np.ndarray]:
+    """A shape drawn on the image page's 16 x 16 canvas with its pen, as a student draws it: turned by any angle and
+    bent by the hand (the sketch's frame), its strokes and outlines about a cell wide, so that a square, bar or
+    triangle is outlined half the time. A cell is ink when the pen covered a quarter to a half of it."""
+    ink, background = _canvas_colours(rng)
+    cells = np.zeros((DRAW_CELLS, DRAW_CELLS), dtype=bool)
+    if label != NOTHING:
+        size = float(np.exp(rng.uniform(*np.log(PEN_SIZES))))
+        margin = min(0.7 * size, IMAGE_SIZE / 2)  # a student keeps the shape on the canvas, turned or not
+        cx, cy = rng.uniform(margin, IMAGE_SIZE - margin, 2)
+        inside = _sketch_shape(label, *_sketch_frame(cx, cy, size, rng), size, rng.uniform(1.5, 2.5), rng)
+        cover = inside.reshape(DRAW_CELLS, _FINE // DRAW_CELLS, DRAW_CELLS, _FINE // DRAW_CELLS).mean(axis=(1, 3))
+        cells = _bumps(cover >= rng.uniform(0.25, 0.5), rng)
+    return mask_grid(cells, IMAGE_SIZE, ink, background), _upscale(cells, IMAGE_SIZE // DRAW_CELLS)
+
+
+_KIND_MAKERS = {"cluttered": _cluttered, "plain": _plain, "drawn": _drawn, "sketch": _sketch, "pen": _pen,
+                "fine": _fine}
 
 
 def generate_sample(rng: np.random.Generator, kind: str | None = None, label: int | None = None,

@@ -29,8 +29,8 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, SKETCH_MIX
-from core.model.checkpoint import ModelCard, read_card, save_checkpoint
+from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, POLISH_MIX, SKETCH_MIX
+from core.model.checkpoint import ModelCard, load_checkpoint, read_card, save_checkpoint
 from core.model.config import ConfigError, ModelConfig
 from core.model.registry import MODELS_DIR
 from core.model.transformer import Transformer
@@ -71,6 +71,8 @@ class Preset:
     augment: bool = False  # images: each batch turned by the square's symmetries at random (core.training.tasks.dihedral)
     sketches: bool = False  # images: the mix with sketches (core.data.images.SKETCH_MIX), else KIND_MIX
     seeds: tuple[int, ...] = ()  # the bundled model is the median of these seeds (train_seeds); (): one run, `seed`
+    polish_steps: int = 0  # images: a second stage of this many steps (polish_stage)
+    polishing: bool = False  # this preset is a second stage: its pool is POLISH_MIX's
 
     def __post_init__(self) -> None:
         problems = [message for failed, message in (
@@ -87,6 +89,9 @@ class Preset:
             (not 0 <= self.config.dropout < 1, f"dropout must be in [0, 1), got {self.config.dropout}"),
             (self.augment and self.task != "shapes", f"augment turns images; the task {self.task!r} has none"),
             (self.sketches and self.task != "shapes", f"sketches are images; the task {self.task!r} has none"),
+            (self.polish_steps < 0, f"polish steps cannot be negative, got {self.polish_steps}"),
+            ((self.polish_steps or self.polishing) and self.task != "shapes",
+             f"the second stage polishes an image model; the task {self.task!r} has no images"),
         ) if failed]
         if problems:
             raise ConfigError(problems[0])
@@ -97,7 +102,26 @@ class Preset:
                 "schedule": self.schedule, "warmup": self.warmup, "weight_decay": self.weight_decay,
                 "clip": self.clip, "label_smoothing": self.label_smoothing, "dropout": self.config.dropout,
                 "seed": self.seed, **({"pack": self.pack} if self.pack else {}),
-                **({"augment": True} if self.augment else {}), **({"sketches": True} if self.sketches else {})}
+                **({"augment": True} if self.augment else {}), **({"sketches": True} if self.sketches else {}),
+                **({"polish_steps": self.polish_steps} if self.polish_steps else {})}
+
+
+POLISH_STEPS = 600  # the bundled vision models' second stage
+POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
+POLISH_POOL = 60000  # images the second stage draws its batches from
+
+
+def first_stage(preset: Preset) -> Preset:
+    """The preset without its second stage."""
+    return replace(preset, polish_steps=0)
+
+
+def polish_stage(preset: Preset) -> Preset:
+    """The second stage of a preset with polish_steps: that many steps on POLISH_MIX (the first stage's kinds, shapes
+    drawn with the image page's pen and sketches to the finest hairline) at a constant tenth of the peak rate, where
+    the first stage's cosine ends, with a fresh optimiser warmed up over POLISH_WARMUP steps."""
+    return replace(preset, steps=preset.polish_steps, learning_rate=preset.learning_rate / 10, schedule="constant",
+                   warmup=POLISH_WARMUP, pool_size=POLISH_POOL, polish_steps=0, polishing=True)
 
 
 @dataclass
@@ -161,8 +185,10 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # sees more images in bigger batches: 7,000 steps of 256 from 300,000 (1.8 M seen), each batch turned by the
     # square's symmetries. (4,000 steps of 128 at D=64 from 200,000 left thin strokes at 32-52 %, tiny shapes at
     # 36-43 % and outlines at 65-75 %.) Trained on one GPU (--device cuda); the CPU trains the same recipe.
+    # A second stage (polish_stage) adds what the first lacked: outlines drawn with the page's own pen, which the
+    # first stage's models read as rings or crosses (canvas outlines 11-33 %), and the finest hairlines.
     vit_recipe = {"steps": 7000, "batch_size": 256, "learning_rate": 1.5e-3, "pool_size": 300000, "augment": True,
-                  "sketches": True}
+                  "sketches": True, "polish_steps": POLISH_STEPS}
     vit_width = {"d_model": 128, "d_mlp": 512}
     items += [Preset(f"vit-{pe}", "shapes", image_config(pos_encoding=pe, **vit_width),
                      f"vision transformer on generated shapes, CLS readout, position encoding: {pe}", **vit_recipe)
@@ -274,11 +300,12 @@ def gradient_norms(model: Transformer) -> dict[str, float]:
     return dict(zip(grads, norms))
 
 
-def make_pool(task: str, size: int, tokenizer: TextTokenizer | None, pack: int = 0,
-              sketches: bool = False) -> ImagePool | TokenPool:
-    """`size` examples of the task from the training split (never held-out data); `pack`, `sketches`: see Preset."""
+def make_pool(task: str, size: int, tokenizer: TextTokenizer | None, pack: int = 0, sketches: bool = False,
+              polishing: bool = False) -> ImagePool | TokenPool:
+    """`size` examples of the task from the training split (never held-out data); `pack`, `sketches`, `polishing`:
+    see Preset."""
     if task == "shapes":
-        return ImagePool(size, TRAIN_SEED, mix=SKETCH_MIX if sketches else KIND_MIX)
+        return ImagePool(size, TRAIN_SEED, mix=POLISH_MIX if polishing else SKETCH_MIX if sketches else KIND_MIX)
     return text_pool(task, size, TRAIN_SEED, tokenizer, pack)
 
 
@@ -288,7 +315,7 @@ def batches(preset: Preset, tokenizer: TextTokenizer | None, seed: int,
     the one given: pools are read-only, so runs can share one)."""
     generator = torch.Generator().manual_seed(seed)
     pool = pool if pool is not None else make_pool(preset.task, preset.pool_size, tokenizer, preset.pack,
-                                                   preset.sketches)
+                                                   preset.sketches, preset.polishing)
     while True:
         indices = torch.randint(len(pool), (preset.batch_size,), generator=generator).tolist()
         if preset.task == "shapes":
@@ -345,13 +372,9 @@ def tokenizer_for(preset: Preset) -> TextTokenizer | SubwordTokenizer | None:
     return tokenizer
 
 
-def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True, device: str = "cpu",
-                 pool: ImagePool | TokenPool | None = None) -> Path:
-    """Train one preset from scratch (on `device`: the data is generated on the CPU either way; `pool`: make_pool's
-    for the preset, already made) and save it; returns the card's path."""
-    torch.manual_seed(preset.seed)
-    tokenizer = tokenizer_for(preset)
-    model = Transformer(preset.config).to(device)
+def _trained(model: Transformer, preset: Preset, tokenizer: TextTokenizer | None, pool: ImagePool | TokenPool | None,
+             device: str, progress: bool) -> dict:
+    """Train `model` in place with the preset; returns its seconds and loss curve (every 25th step, and the last)."""
     curve: list[tuple[int, float]] = []
     started = time.perf_counter()
     bar = tqdm(train_steps(model, preset, tokenizer, preset.seed, pool, device), total=preset.steps, desc=preset.name,
@@ -360,10 +383,33 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
         if stats.step % 25 == 0 or stats.step == preset.steps - 1:
             curve.append((stats.step, round(stats.loss, 4)))
             bar.set_postfix(loss=f"{stats.loss:.3f}", lr=f"{stats.learning_rate:.1e}")
-    training = {**preset.recipe(), "seconds": round(time.perf_counter() - started, 1), "loss_curve": curve,
+    return {"seconds": round(time.perf_counter() - started, 1), "loss_curve": curve}
+
+
+def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True, device: str = "cpu",
+                 pool: ImagePool | TokenPool | None = None) -> Path:
+    """Train one preset from scratch (on `device`: the data is generated on the CPU either way; `pool`: make_pool's
+    for the preset's first stage, already made), then its second stage if it has one, and save it; returns the
+    card's path."""
+    first = first_stage(preset)
+    torch.manual_seed(first.seed)
+    tokenizer = tokenizer_for(first)
+    model = Transformer(first.config).to(device)
+    training = {**first.recipe(), **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
-    card = ModelCard(preset.name, preset.task, preset.config, preset.description, training=training)
-    return save_checkpoint(model.cpu(), card, out_dir)
+    card = ModelCard(first.name, first.task, first.config, first.description, training=training)
+    path = save_checkpoint(model.cpu(), card, out_dir)
+    return polish(path, preset, progress, device) if preset.polish_steps else path
+
+
+def polish(card_path: Path, preset: Preset, progress: bool = True, device: str = "cpu") -> Path:
+    """Run the preset's second stage (polish_stage) on the model at card_path, trained with its first stage, and save
+    it in place, its card's training with the second stage's recipe, seconds and loss curve (polish_*)."""
+    model, card = load_checkpoint(card_path)
+    second = polish_stage(preset)
+    stats = _trained(model.to(device), second, None, None, device, progress)
+    card.training = {**card.training, **preset.recipe(), **{f"polish_{key}": value for key, value in stats.items()}}
+    return save_checkpoint(model.cpu(), card, card_path.parent)
 
 
 def trained_with(card_path: Path, preset: Preset) -> bool:
@@ -374,7 +420,8 @@ def trained_with(card_path: Path, preset: Preset) -> bool:
     card = read_card(card_path)
     recipe = preset.recipe()
     return (card.config == preset.config and card.task == preset.task
-            and {key: card.training.get(key) for key in recipe} == recipe)
+            and {key: card.training.get(key) for key in recipe} == recipe
+            and card.training.get("polish_steps", 0) == preset.polish_steps)
 
 
 def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
@@ -389,7 +436,10 @@ def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, se
         seeded = replace(preset, seed=seed)
         path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
         if not trained_with(path, seeded):
-            path = train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device)
+            # a seed trained with the first stage alone gets the second; any other is trained afresh
+            lacks_second = seeded.polish_steps and trained_with(path, first_stage(seeded))
+            path = (polish(path, seeded, progress, device) if lacks_second
+                    else train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device))
         per_seed[seed] = evaluate_card(path, tokenizer)
     chosen = median_seed(per_seed)
     source = seeds_dir / f"seed-{chosen}" / f"{preset.name}.safetensors"
