@@ -9,8 +9,10 @@ as training goes on; clipping and decaying rates help). Writes NAME.safetensors 
 
 The optimiser options of seed 003 §4.2–4.3 are fields of a Preset (the bundled presets keep their defaults):
 the schedule (cosine, the seed's "noam" warm-up, or constant after an optional linear warm-up), gradient
-clipping (0 switches it off), label smoothing and dropout (ModelConfig.dropout). Every step reports the loss,
-the accuracy, the rate and the gradient norm, in total and per layer (core/training/live/ trains in the page).
+clipping (0 switches it off), label smoothing and dropout (ModelConfig.dropout). An image preset may have a
+second stage (polish_steps, polish_stage) that goes on from the first stage's weights on another mix of images.
+Every step reports the loss, the accuracy, the rate and the gradient norm, in total and per layer
+(core/training/live/ trains in the page).
 """
 
 from __future__ import annotations
