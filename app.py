@@ -28,6 +28,7 @@ PAGES = [
     st.Page("pages/residual_stream.py", title="Residual stream", icon=":material/stacked_line_chart:", url_path="residual_stream"),
     st.Page("pages/token_norm.py", title="TokenNorm", icon=":material/straighten:", url_path="token_norm"),
     st.Page("pages/head_effects.py", title="What does this head do?", icon=":material/science:", url_path="head_effects"),
+    st.Page("pages/it_reference.py", title="What does “it” refer to?", icon=":material/link:", url_path="it_reference"),
     st.Page("pages/image_lab.py", title="Image attention", icon=":material/image:", url_path="image_lab"),
     st.Page("pages/maths.py", title="The maths, step by step", icon=":material/function:", url_path="maths"),
     st.Page("pages/attention_cost.py", title="Cost of attention", icon=":material/speed:", url_path="attention_cost"),

@@ -33,7 +33,7 @@ from core.lessons.predictions import cache_agreement, changed_count, empty_row  
 from core.model.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells, fully_masked_rows,  # noqa: E402
                               parse_cells, sees_later_tokens)
 from core.model.recording import Recording  # noqa: E402
-from core.model.run import TextInputError, encode_text, length_refusal, record_text, tokenizer  # noqa: E402
+from core.model.run import TextInputError, encode_text, length_refusal, record_text, text_tokenizer  # noqa: E402
 from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import bundled_model_picker, get_model, models_dir  # noqa: E402
@@ -73,13 +73,14 @@ def masked_run(model_name: str, text: str, rows: MaskRows, directory: str) -> tu
 def generation_run(model_name: str, prompt: str, n_new: int, sampling: Sampling, directory: str
                    ) -> tuple[Generation, CacheCheck, list[str]] | str:
     """The cached generation, its check against a full recomputation, and every token's text; or why it cannot run."""
-    model, _ = get_model(model_name, directory)
+    model, card = get_model(model_name, directory)
+    tok = text_tokenizer(card)
     try:
-        ids, tokens, _ = encode_text(prompt, model.cfg.max_len)
+        ids, tokens, _ = encode_text(prompt, model.cfg.max_len, tok)
         generation = generate(model, ids, n_new, sampling)
     except (TextInputError, ValueError) as error:
         return str(error)
-    new_tokens = [tokenizer().id_to_token(step.token) for step in generation.steps]
+    new_tokens = [tok.id_to_token(step.token) for step in generation.steps]
     return generation, cache_check(model, generation), tokens + new_tokens
 
 
@@ -309,7 +310,7 @@ def generation_section(card) -> None:
         else:
             choice = generation.steps[step - 1].choice
             ids = choice.candidates(10)
-            labels = [tokenizer().id_to_token(int(i)) for i in ids]
+            labels = [text_tokenizer(card).id_to_token(int(i)) for i in ids]
             rule = "greedy: the argmax" if sampling.greedy else (
                 f"T = {sampling.temperature:g}, top-k {sampling.top_k or 'off'}, top-p {sampling.top_p:g}, "
                 f"seed {sampling.seed}")
@@ -343,8 +344,8 @@ def generation_section(card) -> None:
 # Page
 # ---------------------------------------------------------------------------------------------------------
 
-card = bundled_model_picker("its mask editor and its generation read the text with our word tokenizer (one cell, one "
-                            "step per word), and your model reads its own subword pieces")
+card = bundled_model_picker("its mask editor and its generation read the text with our own tokenizers, and your "
+                            "model reads its own subword pieces")
 st.title("Masks & generation")
 st.markdown("A mask decides which keys each query may attend to: the allowed-matrix A is zero wherever the mask "
             "says no (seed 001 §4.1; seed 003 §6.1 on sparse patterns). Edit one, watch the model under it, then "

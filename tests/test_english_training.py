@@ -15,7 +15,10 @@ from core.tokenizers import subword
 from core.tokenizers.subword import SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
 from core.training import english_eval, train
-from core.training.tasks import text_pool
+from core.model.checkpoint import ModelCard, load_checkpoint
+from core.model.run import text_tokenizer
+from core.training.evaluate import evaluate
+from core.training.tasks import IGNORE, text_pool
 from tests.test_subword_tokenizer import CLASSROOM
 
 
@@ -31,14 +34,15 @@ def test_the_shipped_tokenizer_reads_the_classroom_sentences_in_words():
                           " too", " tired", " or", " wide"]
 
 
-def test_the_english_preset_reads_the_subword_tokenizer_and_is_not_in_all():
+@pytest.mark.parametrize("name", ["english-lm", "english-mlm"])
+def test_the_english_presets_read_the_subword_tokenizer_and_are_in_all(name):
     table = train.presets(TextTokenizer().vocab_size)
-    preset = table["english-lm"]
-    assert preset.task == "english-lm" and preset.config.vocab_size == subword.VOCAB_SIZE
+    preset = table[name]
+    assert preset.task == name and preset.config.vocab_size == subword.VOCAB_SIZE
     assert isinstance(train.tokenizer_for(preset), SubwordTokenizer)
     assert isinstance(train.tokenizer_for(table["lm-rope"]), TextTokenizer)
     assert train.tokenizer_for(table["vit-learned"]) is None
-    assert "english-lm" in train.NOT_IN_ALL
+    assert name not in train.NOT_IN_ALL
     small = replace(preset, config=preset.config.replace(vocab_size=300))
     with pytest.raises(ConfigError, match="4096 pieces"):
         train.tokenizer_for(small)
@@ -80,3 +84,30 @@ def test_the_shipped_tokenizer_is_what_the_corpus_teaches(tmp_path):
     pytest.importorskip("wordfreq")
     fresh = english.build_tokenizer(lexicon.build_lexicon(), tmp_path / "tokenizer.json")
     assert fresh.read_text() == subword.ENGLISH_TOKENIZER_PATH.read_text()
+
+
+@needs_lexicon
+def test_a_masked_english_model_trains_on_masks_and_is_evaluated_beside_its_baselines(tmp_path):
+    pytest.importorskip("wordfreq")
+    preset = replace(train.presets(TextTokenizer().vocab_size)["english-mlm"], steps=4, pool_size=200, warmup=2)
+    tokenizer = train.tokenizer_for(preset)
+    batch = next(train.batches(preset, tokenizer, 0))
+    masked = batch.inputs == tokenizer.mask_id
+    assert masked.any() and (batch.targets[masked] != IGNORE).all()  # a masked piece is a target
+    path = train.train_preset(preset, tmp_path, progress=False)
+    model, card = load_checkpoint(path)
+    assert isinstance(text_tokenizer(card), SubwordTokenizer)  # the pages read it with its own tokenizer
+    metrics = english_eval.evaluate_english(model.eval(), card, n=4, n_pairs=2)
+    assert set(metrics["headline"]) == {"agreement_out_of_template", "minimal_pairs", "masked_acc", "it_referent_head"}
+    assert 0 < metrics["masked_token_majority"] < 1 and metrics["masked_token_majority_word"]
+    found = metrics["it_reference"]
+    assert found["n"] == found["chosen_on"] == english_eval.N_IT_SENTENCES
+    assert found["always_first"] == found["always_second"] == 0.5
+    assert found["accuracy"] == found["per_head"][found["layer"]][found["head"]]
+
+
+@pytest.mark.parametrize("task", ["english-lm", "english-mlm"])
+def test_the_evaluation_of_a_broad_english_model_is_english_evals(monkeypatch, task):
+    monkeypatch.setattr(english_eval, "evaluate_english", lambda model, card: {"read by": card.task})
+    card = ModelCard("english", task, train.text_config(subword.VOCAB_SIZE), "")
+    assert evaluate(None, card, TextTokenizer()) == {"read by": task}

@@ -25,7 +25,7 @@ from core.model.transformer import Transformer
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 MODELS_DIR = ASSETS / "models"
 DEFAULT_TEXT_MODEL = "lm-rope"
-TEXT_TASKS = ("grammar-lm", "grammar-mlm", "reversal", "copy", "sort")
+TEXT_TASKS = ("grammar-lm", "grammar-mlm", "english-lm", "english-mlm", "reversal", "copy", "sort")
 USER_DIR_ENV = "ATTENTION_LAB_USER_DIR"
 USER_RUN_ORIGIN = "live training"  # card.training["origin"] of a saved user run
 RUN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")  # a user run's name: also its folder's and files' names
@@ -231,11 +231,14 @@ def _readable_cards(sources: list[str]) -> list[ModelCard]:
 
 
 QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether it is a fraction); most telling first
-    "agreement": ("agreement", True), "ppl": ("perplexity", False), "masked_acc": ("masked-token accuracy", True),
+    "agreement_out_of_template": ("agreement outside the templates", True),
+    "minimal_pairs": ("minimal pairs", True), "agreement": ("agreement", True), "ppl": ("perplexity", False),
+    "masked_acc": ("masked-token accuracy", True),
     "exact": ("exact match", True), "worst_set": ("worst set", True),
     "worst_condition": ("worst drawing or photo condition", True), "accuracy": ("accuracy", True),
     "templates": ("drawing templates right", True), "induction_score": ("induction score", True),
     "mirrored_attention": ("attention on the mirrored token", True), "rollout_on_object": ("rollout on the object", True),
+    "it_referent_head": ("“it” head on its referent", True),
 }
 
 

@@ -19,6 +19,7 @@ from core.model.masks import MaskSpec
 from core.model.pretrained import PretrainedTokenizer
 from core.model.recording import Recording
 from core.model.transformer import Transformer
+from core.tokenizers.subword import ENGLISH_TOKENIZER_PATH, SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
 
 MAX_TEXT_CHARS = 20_000  # beyond this no bundled model's context can hold the text; refuse before tokenizing
@@ -33,10 +34,18 @@ def tokenizer() -> TextTokenizer:
     return TextTokenizer()
 
 
-def text_tokenizer(card: ModelCard | None = None) -> TextTokenizer | PretrainedTokenizer:
-    """The tokenizer the model of `card` reads: ours, or a pretrained model's own."""
+@lru_cache(maxsize=1)
+def english_tokenizer() -> SubwordTokenizer:
+    return SubwordTokenizer()
+
+
+def text_tokenizer(card: ModelCard | None = None) -> TextTokenizer | SubwordTokenizer | PretrainedTokenizer:
+    """The tokenizer the model of `card` reads: a pretrained model's own, the byte-level BPE of broad English when
+    its card names that file (core.training.train.tokenizer_for), else the grammar's word-level one."""
     if card is not None and pretrained.is_pretrained(card.name):
         return pretrained.load(pretrained.source_of(card.name)).tokenizer
+    if card is not None and card.training.get("tokenizer") == ENGLISH_TOKENIZER_PATH.name:
+        return english_tokenizer()
     return tokenizer()
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,8 +33,11 @@ from torch.nn import functional as F
 from core.data import english
 from core.data.lexicon import Lexicon
 from core.data.minimal_pairs import MinimalPair, minimal_pairs
-from core.model.checkpoint import load_checkpoint
+from core.lessons import coreference
+from core.model.checkpoint import ModelCard, load_checkpoint
+from core.model.run import record_text, text_tokenizer
 from core.tokenizers.subword import ENGLISH_TOKENIZER_PATH, SubwordTokenizer
+from core.training.tasks import text_pool
 
 N_PROBES = 200  # per construction
 
@@ -156,6 +161,61 @@ def evaluate_model(model, tokenizer, lexicon: Lexicon, held_out: Sequence[str] =
                "in_template": probe_agreement(model, tokenizer, lexicon, in_template, n),
                "minimal_pairs": score_pairs(model, tokenizer, minimal_pairs(n_pairs))}
     return {part: {name: score.to_dict() for name, score in scores.items()} for part, scores in figures.items()}
+
+
+N_IT_SENTENCES = 200  # "it" sentences to choose the referent head on, and as many again to score it on
+
+
+def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int
+                 ) -> tuple[list[coreference.ItAttention], list[int]]:
+    """n "it" sentences of the corpus's kind (english.it_sentence, from `seed`), half of them "it" the animal, half
+    the place, each with the model's attention from "it" to the two nouns, and which noun "it" is (0: the animal).
+    Sentences where a noun is not one whole piece are passed over (a head's weight on part of a word is not its
+    weight on the word), so n counts only those read."""
+    rng = random.Random(seed)
+    attentions, referents = [], []
+    while len(referents) < n:
+        refers_to_animal = len(referents) % 2 == 0
+        text, animal, place = english.it_sentence(rng, lexicon, refers_to_animal)
+        try:
+            attentions.append(coreference.it_attention(record_text(model, text, card=card),
+                                                       (animal, place)))
+        except coreference.CoreferenceError:
+            continue
+        referents.append(0 if refers_to_animal else 1)
+    return attentions, referents
+
+
+def it_reference(model, card: ModelCard, lexicon: Lexicon, n: int = N_IT_SENTENCES) -> coreference.ReferentHead:
+    """The head whose "it" attends most often to its referent: chosen on n sentences, scored on n others."""
+    return coreference.referent_head(it_sentences(model, card, lexicon, n, english.HELDOUT_SEED),
+                                     it_sentences(model, card, lexicon, n, english.HELDOUT_SEED + 1))
+
+
+def evaluate_english(model, card: ModelCard, n: int = N_PROBES, n_pairs: int = 200) -> dict:
+    """A broad-English model's card figures: evaluate_model's, held-out perplexity (a causal model) or masked-token
+    accuracy beside its majority baseline (a masked-token model), and the referent head of "it"."""
+    from core.data.lexicon import build_lexicon
+    from core.training.evaluate import N_HELDOUT, majority_baseline, masked_predictions, next_token_nll
+
+    lexicon, tokenizer = build_lexicon(), text_tokenizer(card)
+    metrics: dict = evaluate_model(model, tokenizer, lexicon, n=n, n_pairs=n_pairs)
+    heldout = text_pool("english-lm", N_HELDOUT, english.HELDOUT_SEED, tokenizer, model.cfg.max_len)
+    if _masked(model):
+        predicted, targets = masked_predictions(model, heldout)
+        majority, majority_word = majority_baseline(targets, tokenizer)
+        metrics.update(masked_token_accuracy=float((predicted == targets).double().mean()),
+                       masked_token_majority=majority, masked_token_majority_word=majority_word)
+        fit = {"masked_acc": metrics["masked_token_accuracy"]}
+    else:
+        nll, count = next_token_nll(model, heldout)
+        metrics["perplexity"] = math.exp(nll / count)
+        fit = {"ppl": metrics["perplexity"]}
+    metrics["it_reference"] = it_reference(model, card, lexicon).to_dict()
+    metrics["headline"] = {"agreement_out_of_template": metrics["out_of_template"]["pooled"]["accuracy"],
+                           "minimal_pairs": metrics["minimal_pairs"]["pooled"]["accuracy"], **fit,
+                           "it_referent_head": metrics["it_reference"]["accuracy"]}
+    return metrics
 
 
 def main(argv: list[str] | None = None) -> int:

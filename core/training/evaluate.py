@@ -293,6 +293,10 @@ def evaluate(model: Transformer, card: ModelCard, tokenizer: TextTokenizer) -> d
         return evaluate_grammar_mlm(model, tokenizer)
     if card.task == "shapes":
         return evaluate_shapes(model)
+    if card.task.startswith("english"):
+        from core.training.english_eval import evaluate_english  # its lexicon needs the training requirements
+
+        return evaluate_english(model, card)
     return evaluate_algorithmic(model, tokenizer, card.task)
 
 

@@ -12,6 +12,7 @@ from core.data.vocabulary import known_words
 from core.model.checkpoint import ModelCard
 from core.model.recording import Recording
 from core.model.run import fitting_start, text_tokenizer
+from core.tokenizers.subword import SubwordTokenizer
 from pages.ui.models import is_pretrained
 from pages.ui.safety import literal, show_input_error
 from pages.ui.store import Setting, get_recording, slow_note
@@ -30,7 +31,7 @@ DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
 
 def text_help(card: ModelCard) -> str:
     """The text box's help: what the chosen model reads."""
-    if is_pretrained(card):
+    if is_pretrained(card) or isinstance(text_tokenizer(card), SubwordTokenizer):
         return ("Any text: the model reads it as its own subword pieces, shown as they are. Press Ctrl+Enter (or click "
                 "outside) to run.")
     return ("Lowercase words from the grammar work best; unknown words are shown as ⟨word⟩?. Press Ctrl+Enter (or "

@@ -1,0 +1,94 @@
+"""The animal/street lesson (pages/it_reference.py) on the bundled broad-English models: nothing answers the prompt
+before Reveal, the grade is what this run's attention says, a causal model is said to be blind to the ending, and
+text from a link is shown as typed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from conftest import PAGES, as_shown, ok
+from core.lessons import coreference
+from core.model.registry import load_model
+from core.model.run import record_text
+from tests.test_hostile_text import HOSTILE, SHORT, assert_shown_as_typed
+
+PAGE = str(PAGES / "it_reference.py")
+
+
+@pytest.fixture(autouse=True)
+def bundled_models(monkeypatch):
+    monkeypatch.delenv("ATTENTION_LAB_MODELS_DIR", raising=False)
+
+
+def start(**params: str) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params.update(params)
+    return at.run()
+
+
+def vega_charts(at: AppTest) -> int:
+    """How many Altair (Vega-Lite) charts are drawn."""
+    return sum(element.type == "vega_lite_chart" for element in at._tree)
+
+
+def grade_text(at: AppTest) -> str:
+    return " ".join(as_shown(m.value) for m in at.markdown if "You said" in m.value)
+
+
+def measured_answer(name: str, layer: int, head: int) -> str:
+    """Which noun "it" reads more in each classic sentence, measured here apart from the page."""
+    model, card = load_model(name)
+    with torch.no_grad():
+        picks = [coreference.it_attention(record_text(model, coreference.CLASSIC.format(ending), card=card))
+                 .preferred(layer, head) for ending in coreference.ENDINGS]
+    first, second = coreference.CANDIDATES
+    return {(0, 1): f"{first}, then {second}", (0, 0): f"{first} both times", (1, 1): f"{second} both times",
+            (1, 0): f"{second}, then {first}"}[tuple(picks)]
+
+
+@pytest.mark.parametrize("name", ["english-mlm", "english-lm"])
+def test_the_reveal_grades_the_prediction_against_this_runs_attention(name):
+    at = start(model=name)
+    ok(at)
+    assert not vega_charts(at) and not grade_text(at)  # nothing answers the prompt before Reveal
+    layer, head = at.radio(key="it_layer").value, at.radio(key="it_head").value
+    prediction = at.radio(key="predict_it").options[0]
+    at.radio(key="predict_it").set_value(prediction).run()
+    at.button(key="predict_it__reveal").click().run()
+    ok(at)
+    answer = measured_answer(name, layer, head)
+    grade = grade_text(at)
+    assert f"the weight of “it” on each noun" in grade
+    assert ("Right." in grade) == prediction.startswith(answer)
+    assert vega_charts(at) == 4  # the row of "it" in each sentence, every head's preference in each
+
+
+def test_a_causal_model_is_said_to_be_blind_to_the_ending_and_reads_both_sentences_alike():
+    at = start(model="english-lm")
+    assert any("cannot see the ending" in w.value for w in at.warning)
+    model, card = load_model("english-lm")
+    with torch.no_grad():
+        rows = [coreference.it_attention(record_text(model, coreference.CLASSIC.format(ending), card=card)).weights
+                for ending in coreference.ENDINGS]
+    assert torch.equal(torch.tensor(rows[0]), torch.tensor(rows[1]))  # the causal mask hides the last word
+
+
+def test_the_bidirectional_models_card_names_a_referent_head_scored_apart_from_its_choice():
+    _, card = load_model("english-mlm")
+    found = card.metrics["it_reference"]
+    assert found["n"] == found["chosen_on"] == 200 and found["always_first"] == 0.5
+    at = start(model="english-mlm")
+    assert (at.radio(key="it_layer").value, at.radio(key="it_head").value) == (found["layer"], found["head"])
+
+
+def test_text_from_a_link_is_shown_as_typed_with_a_clear_message():
+    at = start(model="english-mlm", it_first=SHORT, it_nouns="zqbold street")
+    assert "no token of the sentence is “zqbold”" in at.error[0].value
+    assert_shown_as_typed(at)
+    assert "exactly two nouns" in start(model="english-mlm", it_nouns="one").error[0].value
+    for nouns in (HOSTILE, "**zqbold** street"):
+        at = start(model="english-mlm", it_nouns=nouns)
+        assert "exactly two nouns" in at.error[0].value
+        assert_shown_as_typed(at)
