@@ -98,16 +98,14 @@ for text in (first_text, second_text):
     recordings.append(recording)
 pair = tuple(pair)
 
-chosen = card_head(card) or (card.config.n_layers - 1, 0)
-st.session_state.setdefault("it_layer", chosen[0])
-st.session_state.setdefault("it_head", chosen[1])
+chosen = card_head(card) or (card.config.n_layers - 1, 0)  # a link's layer and head win over it
 keep_in_range("it_layer", 0, card.config.n_layers - 1, "Layer")
 keep_in_range("it_head", 0, card.config.n_heads - 1, "Head")
 col_layer, col_head = st.columns(2)
-layer = col_layer.radio("Layer", range(card.config.n_layers), key="it_layer", bind=BIND, horizontal=True,
-                        format_func=lambda i: f"L{i}") or 0
-head = col_head.radio("Head", range(card.config.n_heads), key="it_head", bind=BIND, horizontal=True,
-                      format_func=lambda i: f"H{i}") or 0
+layer = col_layer.radio("Layer", range(card.config.n_layers), index=chosen[0], key="it_layer", bind=BIND,
+                        horizontal=True, format_func=lambda i: f"L{i}") or 0
+head = col_head.radio("Head", range(card.config.n_heads), index=chosen[1], key="it_head", bind=BIND,
+                      horizontal=True, format_func=lambda i: f"H{i}") or 0
 found = card.metrics.get("it_reference")
 if found:
     st.caption(f"L{found['layer']} H{found['head']} is this model's *referent head*: on {found['chosen_on']} other "

@@ -81,6 +81,9 @@ def test_the_bidirectional_models_card_names_a_referent_head_scored_apart_from_i
     assert found["n"] == found["chosen_on"] == 200 and found["always_first"] == 0.5
     at = start(model="english-mlm")
     assert (at.radio(key="it_layer").value, at.radio(key="it_head").value) == (found["layer"], found["head"])
+    other = ("L3", "H2") if (found["layer"], found["head"]) != (3, 2) else ("L0", "H0")
+    at = start(model="english-mlm", it_layer=other[0], it_head=other[1])  # a link's head wins over the card's
+    assert (f"L{at.radio(key='it_layer').value}", f"H{at.radio(key='it_head').value}") == other
 
 
 def test_text_from_a_link_is_shown_as_typed_with_a_clear_message():
