@@ -13,6 +13,7 @@ from core.lessons import coreference
 from core.model.registry import load_model
 from core.model.run import record_text
 from tests.test_hostile_text import HOSTILE, SHORT, assert_shown_as_typed
+from tests.test_layout import chart_fonts
 
 PAGE = str(PAGES / "it_reference.py")
 
@@ -22,10 +23,17 @@ def bundled_models(monkeypatch):
     monkeypatch.delenv("ATTENTION_LAB_MODELS_DIR", raising=False)
 
 
-def start(**params: str) -> AppTest:
+def start(presenter: bool = False, **params: str) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["presenter"] = presenter  # what app.py's toggle sets
     at.query_params.update(params)
     return at.run()
+
+
+def revealed(presenter: bool) -> AppTest:
+    at = start(presenter, model="english-mlm")
+    at.radio(key="predict_it").set_value(at.radio(key="predict_it").options[0]).run()
+    return at.button(key="predict_it__reveal").click().run()
 
 
 def vega_charts(at: AppTest) -> int:
@@ -95,3 +103,9 @@ def test_text_from_a_link_is_shown_as_typed_with_a_clear_message():
         at = start(model="english-mlm", it_nouns=nouns)
         assert "exactly two nouns" in at.error[0].value
         assert_shown_as_typed(at)
+
+
+def test_every_chart_grows_in_presenter_mode():
+    before, after = chart_fonts(revealed(False)), chart_fonts(revealed(True))
+    assert len(before) == len(after) == 4
+    assert all(big > small for (small, _), (big, _) in zip(before, after))

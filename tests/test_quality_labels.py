@@ -23,3 +23,10 @@ def test_the_model_picker_shows_each_models_held_out_quality(monkeypatch):
     assert sinusoidal == f"lm-sinusoidal (agreement {agreement:.0%})"  # the spread is in the caption
     caption = " ".join(c.value for c in at.sidebar.caption)
     assert f"Held-out: {quality(cards['lm-rope'])}" in caption
+
+
+def test_a_broad_english_model_is_labelled_by_its_agreement_outside_the_templates():
+    card = next(card for card in list_cards(MODELS_DIR) if card.name == "english-lm")
+    figure = card.metrics["headline"]["agreement_out_of_template"]
+    assert quality(card, first_only=True) == f"agrees {figure:.0%}"  # short: the picker fits presenter mode
+    assert quality(card).startswith(f"agreement outside the templates {figure:.0%}")

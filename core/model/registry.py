@@ -242,6 +242,9 @@ QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether i
 }
 
 
+PICKER_WORDS = {"agreement_out_of_template": "agrees"}  # shorter, so the picker fits presenter mode
+
+
 def _rank(key: str) -> int:
     return list(QUALITY_WORDS).index(key) if key in QUALITY_WORDS else len(QUALITY_WORDS)
 
@@ -258,7 +261,8 @@ def ranked_figures(headline: dict[str, float]) -> list[str]:
 def quality(card: ModelCard, first_only: bool = False) -> str:
     """The card's held-out quality in words, most telling first ("agreement 94% · perplexity 17.9"), "" when it was
     not evaluated. With the spread over training seeds where the card has it (metrics["spread"]: the standard
-    deviation of each headline figure over the seeds). first_only: the main figure alone, without its spread."""
+    deviation of each headline figure over the seeds). first_only: the main figure alone, without its spread, under
+    its PICKER_WORDS name where it has one."""
     headline, spread = card.metrics.get("headline", {}), card.metrics.get("spread", {})
     parts = []
     for key in sorted(headline, key=_rank):
@@ -266,6 +270,7 @@ def quality(card: ModelCard, first_only: bool = False) -> str:
         if not isinstance(value, (int, float)):
             continue
         name, fraction = QUALITY_WORDS.get(key, (key.replace("_", " "), False))
+        name = PICKER_WORDS.get(key, name) if first_only else name
         shown = f"{value:.0%}" if fraction else f"{value:.1f}"
         if key in spread and not first_only:  # the main figure alone labels a picker, which must stay short
             shown += f" ± {spread[key]:.0%}" if fraction else f" ± {spread[key]:.2g}"
