@@ -186,8 +186,8 @@ def test_your_own_model_is_kept_while_a_page_that_needs_a_bundled_one_says_why(m
     monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     at.selectbox(key="model").set_value(GPT2).run()
-    for page, reason in (("masks_lab.py", "its mask editor and its generation read the text with our word "
-                                          "tokenizer"),
+    for page, reason in (("masks_lab.py", "its mask editor and its generation read the text with our own "
+                                          "tokenizers"),
                          ("positions_lab.py", "it compares our models trained alike but for their position encoding")):
         at.switch_page(f"pages/{page}").run()
         assert not at.exception, page
