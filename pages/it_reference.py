@@ -54,12 +54,6 @@ def measured(pair: tuple[ItAttention, ItAttention], layer: int, head: int, nouns
     return f"in L{layer} H{head} the weight of “it” on each noun is " + "; ".join(parts)
 
 
-def card_head(card) -> tuple[int, int] | None:
-    """The referent head the card's evaluation chose on generated sentences, if it has one."""
-    found = card.metrics.get("it_reference")
-    return (found["layer"], found["head"]) if found else None
-
-
 st.title("What does “it” refer to?")
 cards = model_cards(ENGLISH_TASKS)
 if not cards:
@@ -98,7 +92,8 @@ for text in (first_text, second_text):
     recordings.append(recording)
 pair = tuple(pair)
 
-chosen = card_head(card) or (card.config.n_layers - 1, 0)  # a link's layer and head win over it
+found = card.metrics.get("it_reference")  # the referent head the card's evaluation chose on generated sentences
+chosen = (found["layer"], found["head"]) if found else (card.config.n_layers - 1, 0)  # a link's layer and head win
 keep_in_range("it_layer", 0, card.config.n_layers - 1, "Layer")
 keep_in_range("it_head", 0, card.config.n_heads - 1, "Head")
 col_layer, col_head = st.columns(2)
@@ -106,7 +101,6 @@ layer = col_layer.radio("Layer", range(card.config.n_layers), index=chosen[0], k
                         horizontal=True, format_func=lambda i: f"L{i}") or 0
 head = col_head.radio("Head", range(card.config.n_heads), index=chosen[1], key="it_head", bind=BIND,
                       horizontal=True, format_func=lambda i: f"H{i}") or 0
-found = card.metrics.get("it_reference")
 if found:
     st.caption(f"L{found['layer']} H{found['head']} is this model's *referent head*: on {found['chosen_on']} other "
                "sentences of this kind (generated, with other nouns and adjectives) its “it” attended more to the "

@@ -12,7 +12,7 @@ sentences, scored on another), so that the lesson's sentence is never the one th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -102,9 +102,7 @@ class ReferentHead:
     per_head: list[list[float]]  # [M][H]: each head's accuracy on the scoring set
 
     def to_dict(self) -> dict:
-        return {"layer": self.layer, "head": self.head, "accuracy": self.accuracy, "n": self.n,
-                "always_first": self.always_first, "always_second": self.always_second,
-                "chosen_on": self.chosen_on, "per_head": self.per_head}
+        return asdict(self)
 
 
 def referent_right(attentions: Sequence[ItAttention], referents: Sequence[int]) -> np.ndarray:

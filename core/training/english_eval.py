@@ -164,6 +164,7 @@ def evaluate_model(model, tokenizer, lexicon: Lexicon, held_out: Sequence[str] =
 
 
 N_IT_SENTENCES = 200  # "it" sentences to choose the referent head on, and as many again to score it on
+IT_TRIES = 20  # sentences drawn per one kept, at most, before a tokenizer that splits the nouns is given up on
 
 
 def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int
@@ -174,7 +175,9 @@ def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int
     weight on the word), so n counts only those read."""
     rng = random.Random(seed)
     attentions, referents = [], []
-    while len(referents) < n:
+    for _ in range(IT_TRIES * n):
+        if len(referents) == n:
+            break
         refers_to_animal = len(referents) % 2 == 0
         text, animal, place = english.it_sentence(rng, lexicon, refers_to_animal)
         try:
@@ -183,6 +186,8 @@ def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int
         except coreference.CoreferenceError:
             continue
         referents.append(0 if refers_to_animal else 1)
+    if len(referents) < n:
+        raise ValueError(f"only {len(referents)} of {IT_TRIES * n} 'it' sentences had both nouns as whole pieces")
     return attentions, referents
 
 
