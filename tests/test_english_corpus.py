@@ -25,8 +25,9 @@ def nouns_in(text: str) -> list[str]:
 
 
 def head_noun(probe: english.Agreeing) -> str:
-    """The noun the verb agrees with: the first of the subject (after the comma of a preposed modifier)."""
-    subject = probe.prefix.split(", ", 1)[1] if probe.construction == "preposed" else probe.prefix
+    """The noun the verb agrees with: the first of the subject (after the comma of a preposed modifier or a fronted
+    clause)."""
+    subject = probe.prefix.split(", ", 1)[1] if probe.construction in ("preposed", "fronted_clause") else probe.prefix
     return nouns_in(subject)[0]
 
 
@@ -66,6 +67,34 @@ def test_relative_clauses_agree_inside_too():
         inner_subject_plural = nouns_in(clause)[0] in PLURAL
         verb = clause.split()[-1]  # "that the cats chase": agrees with the clause's own subject
         assert (verb in FORMS.values()) == inner_subject_plural, probe
+
+
+def test_a_fronted_clause_agrees_with_its_own_subject_mostly_of_the_other_number():
+    probes = english.agreement_probes("fronted_clause", 300, 5, LEXICON)
+    differs = []
+    for probe in probes:
+        clause = probe.prefix.split(", ", 1)[0]
+        subordinator, rest = next((s, clause[len(s) + 1:]) for s in english.SUBORDINATORS if clause.startswith(s + " "))
+        clause_subject = nouns_in(rest)[0]
+        words = rest.split()
+        verb = words[words.index(clause_subject) + 1]  # "the cats are hungry": the word after the noun
+        assert verb in FORMS or verb in FORMS.values(), probe
+        assert (verb in FORMS.values() and verb not in FORMS) == (clause_subject in PLURAL), probe
+        differs.append((clause_subject in PLURAL) != probe.plural)
+    assert sum(differs) / len(differs) > 0.6
+
+
+def test_things_act_only_without_an_object():
+    """People and animals take any verb; other things only an intransitive one ("The boxes fall."), so the corpus
+    has present-tense verbs after every kind of noun, and no "The box chases the cats"."""
+    things = {form for noun in NOUNS if not noun.animate for form in (noun.singular, noun.plural)}
+    intransitive = {form for verb in VERBS if not verb.transitive for form in (verb.base, verb.third)}
+    transitive = {form for verb in VERBS if verb.transitive for form in (verb.base, verb.third)}
+    verbs_after_things = [probe for probe in english.agreement_probes("simple", 600, 6, LEXICON)
+                          if head_noun(probe) in things and probe.correct.strip() in intransitive | transitive]
+    assert verbs_after_things
+    for probe in verbs_after_things:
+        assert probe.correct.strip() in intransitive and probe.suffix == ".", probe
 
 
 def test_coordinated_subjects_are_plural_even_when_both_are_singular():

@@ -40,7 +40,7 @@ HELDOUT_SEED = 1
 
 # the families whose sentences have a subject and a verb that agrees with it
 AGREEMENT_CONSTRUCTIONS = ("simple", "pp", "pp_chain", "subject_relative", "object_relative", "preposed",
-                           "name_attractor", "adjective_string", "coordination")
+                           "fronted_clause", "name_attractor", "adjective_string", "coordination")
 OTHER_CONSTRUCTIONS = ("question", "negation", "pronoun", "dialogue", "number", "it_reference", "everyday")
 CONSTRUCTIONS = AGREEMENT_CONSTRUCTIONS + OTHER_CONSTRUCTIONS
 DESCRIPTIONS = {
@@ -50,6 +50,7 @@ DESCRIPTIONS = {
     "subject_relative": "a subject relative clause: The dog that chases the cats is tired.",
     "object_relative": "an object relative clause: The dog that the cats chase is tired.",
     "preposed": "a modifier before the subject: Near the boxes, the dog is asleep.",
+    "fronted_clause": "a clause with its own subject before the main one: When the cats are hungry, the dog sleeps.",
     "name_attractor": "a name inside the subject: The friends of Sarah are here.",
     "adjective_string": "three or four adjectives before the noun: The big old red dogs are here.",
     "coordination": "two subjects joined by 'and' (a plural): The dog and the cat are tired.",
@@ -70,6 +71,7 @@ NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 7: "seven"
                 20: "twenty", 100: "a hundred"}
 TIME_MODIFIERS = ("Yesterday", "Today", "This morning", "Last week", "At night", "Every day", "Sometimes",
                   "After lunch", "In the evening", "Before school")
+SUBORDINATORS = ("When", "While", "Because", "If", "Although", "Whenever", "Even though", "Now that")  # none a preposition
 SAY_VERBS = ("said", "asked", "replied", "shouted", "whispered", "answered")
 IT_VERBS = ("cross", "enter", "reach", "go into", "get to", "walk through")
 IT_NEGATIONS = ("didn't", "did not", "couldn't", "could not", "wouldn't", "refused to")
@@ -141,8 +143,10 @@ def _present(verb: Verb, plural: bool) -> tuple[str, str]:
 
 def predicate(rng: random.Random, lex: Lexicon, subject: Noun, plural: bool) -> tuple[str, str, str]:
     """(correct first word, wrong first word, rest) of a predicate that agrees with a subject of this number and
-    suits its kind: only people and animals act (verbs), anything can be somewhere or be described."""
-    kinds = ["be_adjective", "be_place", "has"] + (["verb", "does_not", "was_ing"] * 2 if subject.animate else [])
+    suits its kind: people and animals act (verbs), other things only without an object ("The prices rise"),
+    anything can be somewhere or be described."""
+    kinds = ["be_adjective", "be_place", "has"] + (["verb", "does_not", "was_ing"] * 2 if subject.animate
+                                                   else ["intransitive"])
     kind = rng.choice(kinds)
     if kind == "be_adjective":
         correct, wrong = _be(plural, rng.random() < 0.4)
@@ -157,7 +161,7 @@ def predicate(rng: random.Random, lex: Lexicon, subject: Noun, plural: bool) -> 
         correct, wrong = _be(plural, True)
         verb = pick(rng, lex.verbs)
         return correct, wrong, f" {verb.ing}{_object(rng, lex, verb)}"
-    verb = pick(rng, lex.verbs)
+    verb = pick(rng, lex.verbs_of(False) if kind == "intransitive" else lex.verbs)
     if kind == "does_not":
         correct, wrong = ("don't", "doesn't") if plural else ("doesn't", "don't")
         if rng.random() < 0.3:
@@ -249,6 +253,17 @@ def _preposed(rng: random.Random, lex: Lexicon) -> Agreeing:
                      f"{_capital(modifier)}, {noun_phrase(rng, lex, subject, plural)}")
 
 
+def _fronted_clause(rng: random.Random, lex: Lexicon) -> Agreeing:
+    """A subordinate clause with its own subject and agreeing verb, mostly of the other number, then the main
+    subject: "When the cats are hungry, the dog ..." (the verb agrees with the noun after the comma)."""
+    other, other_plural = _subject_noun(rng, lex), rng.random() < 0.5
+    correct, _, rest = predicate(rng, lex, other, other_plural)
+    clause = f"{rng.choice(SUBORDINATORS)} {noun_phrase(rng, lex, other, other_plural)} {correct}{rest}"
+    subject = _subject_noun(rng, lex)
+    plural = (not other_plural) if rng.random() < 0.7 else rng.random() < 0.5  # mostly an attractor
+    return _agreeing("fronted_clause", rng, lex, subject, plural, f"{clause}, {noun_phrase(rng, lex, subject, plural)}")
+
+
 def _name_attractor(rng: random.Random, lex: Lexicon) -> Agreeing:
     """A name inside the subject: "the friends of Sarah", "the dog behind Omar" (a name is singular)."""
     subject, plural = _subject_noun(rng, lex), rng.random() < 0.7
@@ -275,7 +290,8 @@ AGREEING: dict[str, Callable[[random.Random, Lexicon], Agreeing]] = {
     "simple": _simple, "pp": _pp, "pp_chain": _pp_chain,
     "subject_relative": lambda rng, lex: _relative(rng, lex, "subject_relative"),
     "object_relative": lambda rng, lex: _relative(rng, lex, "object_relative"),
-    "preposed": _preposed, "name_attractor": _name_attractor, "adjective_string": _adjective_string,
+    "preposed": _preposed, "fronted_clause": _fronted_clause, "name_attractor": _name_attractor,
+    "adjective_string": _adjective_string,
     "coordination": _coordination,
 }
 
