@@ -74,7 +74,7 @@ def test_a_fronted_clause_agrees_with_its_own_subject_mostly_of_the_other_number
     differs = []
     for probe in probes:
         clause = probe.prefix.split(", ", 1)[0]
-        subordinator, rest = next((s, clause[len(s) + 1:]) for s in english.SUBORDINATORS if clause.startswith(s + " "))
+        rest = next(clause[len(s) + 1:] for s in english.SUBORDINATORS if clause.startswith(s + " "))
         clause_subject = nouns_in(rest)[0]
         words = rest.split()
         verb = words[words.index(clause_subject) + 1]  # "the cats are hungry": the word after the noun

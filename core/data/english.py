@@ -71,7 +71,8 @@ NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 7: "seven"
                 20: "twenty", 100: "a hundred"}
 TIME_MODIFIERS = ("Yesterday", "Today", "This morning", "Last week", "At night", "Every day", "Sometimes",
                   "After lunch", "In the evening", "Before school")
-SUBORDINATORS = ("When", "While", "Because", "If", "Although", "Whenever", "Even though", "Now that")  # none a preposition
+# none is a preposition, so a fronted clause never reads as a preposed PP
+SUBORDINATORS = ("When", "While", "Because", "If", "Although", "Whenever", "Even though", "Now that")
 SAY_VERBS = ("said", "asked", "replied", "shouted", "whispered", "answered")
 IT_VERBS = ("cross", "enter", "reach", "go into", "get to", "walk through")
 IT_NEGATIONS = ("didn't", "did not", "couldn't", "could not", "wouldn't", "refused to")
@@ -186,6 +187,11 @@ def _prepositional(rng: random.Random, lex: Lexicon, plural: bool | None = None)
     return f"{rng.choice(lex.prepositions)} {noun_phrase(rng, lex, noun, number)}"
 
 
+def _mostly_other_number(rng: random.Random, plural: bool) -> bool:
+    """The number of a second noun: the other one 70 % of the time (an attractor), else either."""
+    return (not plural) if rng.random() < 0.7 else rng.random() < 0.5
+
+
 def _subject_noun(rng: random.Random, lex: Lexicon) -> Noun:
     """Mostly people and animals (they take every predicate), sometimes places, objects and abstract things."""
     kinds = ("person", "animal") if rng.random() < 0.7 else ("place", "object", "abstract")
@@ -229,7 +235,7 @@ def _relative(rng: random.Random, lex: Lexicon, construction: str) -> Agreeing:
     cats chase" (object relative: with the relative clause's own subject), then the head's predicate."""
     subject, plural = pick(rng, lex.nouns_of("person", "animal")), rng.random() < 0.5
     other = pick(rng, lex.nouns_of("person", "animal"))
-    other_plural = (not plural) if rng.random() < 0.7 else rng.random() < 0.5  # mostly an attractor
+    other_plural = _mostly_other_number(rng, plural)
     verb = pick(rng, lex.verbs_of(True))
     relativizer = rng.choice(("that", "who")) if subject.kind == "person" else "that"
     if construction == "subject_relative":
@@ -260,7 +266,7 @@ def _fronted_clause(rng: random.Random, lex: Lexicon) -> Agreeing:
     correct, _, rest = predicate(rng, lex, other, other_plural)
     clause = f"{rng.choice(SUBORDINATORS)} {noun_phrase(rng, lex, other, other_plural)} {correct}{rest}"
     subject = _subject_noun(rng, lex)
-    plural = (not other_plural) if rng.random() < 0.7 else rng.random() < 0.5  # mostly an attractor
+    plural = _mostly_other_number(rng, other_plural)
     return _agreeing("fronted_clause", rng, lex, subject, plural, f"{clause}, {noun_phrase(rng, lex, subject, plural)}")
 
 
