@@ -12,7 +12,7 @@ import streamlit as st
 import torch
 
 from pages.ui.classroom import class_panel
-from pages.ui.history import one_entry_per_page, restore_shared_params
+from pages.ui.history import one_entry_per_page, remember_address, restore_shared_params
 from pages.ui.presentation import presenter_mode
 from pages.ui.safety import drop_non_finite_numbers
 from pages.ui.store import recorder
@@ -62,4 +62,7 @@ drop_non_finite_numbers()  # before any page builds its widgets: Streamlit itsel
 one_entry_per_page()  # Back goes to the previous page, not to the same page with less of its state
 presenter_mode()  # drawn here, once: the same place on every page, and it stays on from page to page
 class_panel(pg.url_path)  # the class session: start, join, follow (pages/ui/classroom.py)
-pg.run()
+try:
+    pg.run()
+finally:
+    remember_address()  # the address this page leaves, to know it again on Back

@@ -122,6 +122,28 @@ def wait_idle(page) -> None:
     page.wait_for_timeout(500)
 
 
+def click_until(button, effect, attempts: int = 8) -> None:
+    """Click `button` (a Locator) until `effect` (a Locator: what the click brings) shows. A button of a page that
+    reruns by itself (a polling panel, a class's fragments) is redrawn at every run: a click can land although
+    Playwright, seeing it replaced, timed out (then there may be no button left to click), or, on a busy machine,
+    have no effect (1 run in 8: a Stop that Playwright saw land left the run training for a minute; a teacher's
+    "Start a class" started none): so look for the effect, not the click, and click again, as a person would, while
+    it does not show. A redraw can also hold the old button and the new one for a moment (two matches): click
+    again."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for _ in range(attempts):
+        if effect.count():
+            return
+        try:
+            button.click(timeout=5_000)
+            effect.wait_for(timeout=15_000)
+            return
+        except PlaywrightError:  # a timeout (PlaywrightTimeout is one), or two buttons for a moment
+            continue
+    effect.wait_for(timeout=60_000)
+
+
 def load(page, url: str, charts: int) -> None:
     """Open `url`, wait for `charts` charts and the end of the run; no exception box."""
     page.goto(url)

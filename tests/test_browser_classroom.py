@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from class_stores import redis_server
-from test_browser import CHROMIUM, ERROR, _build_models, serve_app
+from test_browser import CHROMIUM, ERROR, _build_models, click_until, serve_app
 from test_browser_layout import browser  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser,
@@ -114,7 +114,8 @@ def test_a_class_thinks_together(server, browser):
     teacher.goto(f"{server}/token_norm?presenter=true")
     on_page(teacher, "TokenNorm")
     open_class_panel(teacher)
-    teacher.get_by_role("button", name="Start a class").click()
+    click_until(teacher.get_by_role("button", name="Start a class"),
+                teacher.get_by_role("button", name="End the class"))
     teacher.wait_for_function("() => new URLSearchParams(location.search).get('class')")
     code = url_param(teacher, "class")
     teacher.get_by_text(f"Class code {code}").wait_for()
@@ -144,8 +145,10 @@ def test_a_class_thinks_together(server, browser):
         if i < 2:
             student.get_by_label("Nickname (optional)", exact=True).fill(f"<b>Kid {i}</b>")
             student.get_by_label("Nickname (optional)", exact=True).press("Enter")
-        student.get_by_role("button", name="Join the class").click()
-        student.get_by_text("Follow the teacher", exact=True).click()
+        click_until(student.get_by_role("button", name="Join the class"),
+                    student.get_by_role("button", name="Leave the class"))
+        click_until(student.get_by_text("Follow the teacher", exact=True),
+                    student.get_by_role("switch", name="Follow the teacher", checked=True))
         students.append(student)
     for student in students:
         on_page(student, "TokenNorm")
@@ -174,8 +177,7 @@ def test_a_class_thinks_together(server, browser):
     shot(teacher, "presenter_histogram")
 
     # The teacher reveals: every student's page reveals, with the class's answers; answers close.
-    box.get_by_role("button", name="Reveal").click()
-    box.get_by_text("students answered; 4 chose").wait_for()
+    click_until(box.get_by_role("button", name="Reveal"), box.get_by_text("students answered; 4 chose"))
     for student in students:
         revealed = prompt_box(student)
         revealed.get_by_text("You said").wait_for()

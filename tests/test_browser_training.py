@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from test_browser import CHART, CHROMIUM, ERROR, HEATMAP, _build_models, page, serve_app, shoot, wait_idle  # noqa: F401
+from test_browser import (CHART, CHROMIUM, ERROR, HEATMAP, _build_models, click_until, page,  # noqa: F401
+                          serve_app, shoot, wait_idle)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -36,25 +36,6 @@ def server(tmp_path_factory):
             yield url
 
 
-def click(page, selector: str, until: str) -> None:
-    """Click a button of the panel the page polls every few seconds until the text `until` (what the click brings)
-    shows. The button is redrawn at every poll: a click can land although Playwright, seeing it replaced, timed
-    out (then there may be no button left to click), or, on a busy machine, have no effect (1 run in 8 here: the
-    reloaded owner's tab kept training for a minute after a click on Stop that Playwright saw land): so look for
-    the effect, not the click, and click again, as a student would, while it does not show. On a machine busy with
-    other work a redraw can also hold the old button and the new one for a moment (two matches): click again."""
-    for _ in range(8):
-        if page.get_by_text(until).count():
-            return
-        try:
-            page.locator(selector).click(timeout=5_000)
-            page.get_by_text(until).first.wait_for(timeout=15_000)
-            return
-        except PlaywrightError:  # a timeout (PlaywrightTimeout is one), or two buttons for a moment
-            continue
-    page.get_by_text(until).first.wait_for(timeout=60_000)
-
-
 def test_a_run_trains_live_and_stops(server, page, shoot):
     page.goto(f"{server}/live_training?tr_steps=19000&tr_d=16&tr_batch=32")
     page.locator(".st-key-tr_start button").wait_for()
@@ -66,14 +47,14 @@ def test_a_run_trains_live_and_stops(server, page, shoot):
     assert page.locator(".st-key-tr_schedule_chart " + CHART).count() == 1
     shoot(page, "training_1_setup")
 
-    click(page, ".st-key-tr_start button", until="Training: step")
+    click_until(page.locator(".st-key-tr_start button"), page.get_by_text("Training: step").first)
     assert "run=" in page.url
     page.wait_for_function(f"() => ({LOSS_POINTS})() >= 5", timeout=120_000)
     first = page.evaluate(LOSS_POINTS)
     page.wait_for_function(f"() => ({LOSS_POINTS})() > {first}", timeout=60_000)  # the curve grows by itself
     shoot(page, "training_2_live")
 
-    click(page, ".st-key-tr_stop button", until="Stopped: step")
+    click_until(page.locator(".st-key-tr_stop button"), page.get_by_text("Stopped: step").first)
     page.get_by_text("Attention as it formed").wait_for()
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
@@ -89,7 +70,7 @@ def start_tiny_run(page, server: str) -> str:
     if page.get_by_text("Page not found").count():
         page.keyboard.press("Escape")
     wait_idle(page)
-    click(page, ".st-key-tr_start button", until="Training: step")
+    click_until(page.locator(".st-key-tr_start button"), page.get_by_text("Training: step").first)
     return page.url.split("run=")[1].split("&")[0]
 
 
@@ -137,7 +118,7 @@ def test_tabs_of_one_browser_are_one_owner_and_another_browser_only_watches(serv
     second_tab.reload()
     second_tab.get_by_text("Training: step").first.wait_for(timeout=60_000)
     try:
-        click(second_tab, ".st-key-tr_stop button", until="Stopped: step")
+        click_until(second_tab.locator(".st-key-tr_stop button"), second_tab.get_by_text("Stopped: step").first)
     except PlaywrightTimeout:
         pytest.fail(f"the owner's reloaded tab did not stop the run: {why_no_control(second_tab, mine)}")
     stranger.reload()

@@ -12,10 +12,16 @@ On Back, Streamlit also drops from the address every parameter that a widget of 
 filter for parameters left over from another page); our pages share keys (`text`, `model`, `layer`), so the
 restored address lost exactly the state it came back for. restore_shared_params takes the address as it is;
 until the page has written its own address, the script keeps the restored one in the address bar, so that a
-second run that Streamlit merges into the first (a component's first value, say) reads it too.
+second run that Streamlit merges into the first (a component's first value, say) reads it too. That merged run has
+lost Streamlit's history flag (a widget's message that lands while Back's run is pending drops it; Streamlit's
+"accepted limitation"): on a busy machine Back came to the page with its model but not its typed text. So the
+address each page leaves is remembered (remember_address), and an arrival at a page with exactly that address is
+restored too. A link in the sidebar sends the address of the page it leaves, which the filter is right to drop.
 """
 
 from __future__ import annotations
+
+from urllib.parse import parse_qsl
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
@@ -62,13 +68,36 @@ def one_entry_per_page() -> None:
         _component(key="history_entries")
 
 
-def restore_shared_params() -> None:
-    """Call before the page runs: on Back or Forward, every parameter of the restored address seeds its widget.
-    The address is the page's own (one entry per page visit, its query string kept), so no other page's state
-    comes with it. Uses Streamlit's session internals (pinned Streamlit; tests/test_browser_history.py fails if
-    they change)."""
+_ADDRESSES = "history_addresses"  # session state: page script hash -> the parameters its last run left
+_LAST_PAGE = "history_last_page"  # session state: the page script hash of the last run
+
+
+def _parameters(query_string: str) -> list[tuple[str, str]]:
+    return sorted(parse_qsl(query_string, keep_blank_values=True))
+
+
+def remember_address() -> None:
+    """Call after the page ran (also when it stopped early): the address this page leaves, to know it on Back."""
     ctx = get_script_run_ctx()
-    if ctx is None or not ctx.is_history_navigation:
+    if ctx is not None:
+        st.session_state[_LAST_PAGE] = ctx.page_script_hash
+        params = st.query_params
+        st.session_state.setdefault(_ADDRESSES, {})[ctx.page_script_hash] = sorted(
+            (key, value) for key in params for value in params.get_all(key))
+
+
+def restore_shared_params() -> None:
+    """Call before the page runs: on Back or Forward (flagged by Streamlit, or an arrival at a page with the address
+    it was left with), every parameter of the restored address seeds its widget. The address is the page's own (one
+    entry per page visit, its query string kept), so no other page's state comes with it. Uses Streamlit's session
+    internals (pinned Streamlit; tests/test_browser_history.py fails if they change)."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    left = st.session_state.get(_ADDRESSES, {}).get(ctx.page_script_hash)
+    arrived = st.session_state.get(_LAST_PAGE, ctx.page_script_hash) != ctx.page_script_hash
+    returned = arrived and bool(left) and left == _parameters(ctx.query_string)
+    if not (ctx.is_history_navigation or returned):
         return
     with get_session_state().query_params() as params:
         params.populate_from_query_string(ctx.query_string)
