@@ -202,7 +202,7 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     english_recipe = {"steps": ENGLISH_PILOT_STEPS, "learning_rate": 2e-3, "pool_size": 40000, "pack": 128}
     items.append(Preset("english-lm", "english-lm", text_config(subword.VOCAB_SIZE),
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
-                        "learned", **english_recipe))
+                        "learned", seeds=COMPARED_SEEDS, **english_recipe))
     items.append(Preset("english-mlm", "english-mlm", text_config(subword.VOCAB_SIZE, mask="none",
                                                                   head="masked_token"),
                         "bidirectional masked-token model on the broad-English corpus, byte-level BPE, position "
