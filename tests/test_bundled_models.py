@@ -53,6 +53,19 @@ def test_every_bundled_model_has_its_presets_configuration_and_task():
             assert (card.config, card.task) == (recipes[name].config, recipes[name].task), name
 
 
+def test_english_lms_siblings_are_bundled_and_the_encoding_toggle_lands_on_them():
+    """A trained-model switch of english-lm's encoding shows its broad-English sibling, which reads the same
+    tokenizer, not a grammar model that would read the text as [UNK]."""
+    from core.training.train import ENGLISH_SIBLINGS
+    from pages.ui.toggles import trained_alternative
+
+    cards = list(BUNDLED.values())
+    for pe in ENGLISH_SIBLINGS:
+        sibling = trained_alternative(cards, bundled("english-lm")[1], pe=pe)
+        assert sibling.name == f"english-{pe}" and sibling.training["tokenizer"] == "tokenizer-english.json"
+        assert sibling.metrics["headline"]["agreement_out_of_template"] > 0.5  # evaluated, as every bundled model
+
+
 def test_the_long_model_reads_1024_tokens_half_of_them_past_its_training_length():
     """lm-rope-long trained on texts packed to 512 tokens; RoPE lets it read 1024 (no weight depends on the context
     length). Its recording at 1024 tokens is a causal one: rows sum to 1, later keys exactly 0."""

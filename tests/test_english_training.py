@@ -52,6 +52,17 @@ needs_lexicon = pytest.mark.skipif(not (lexicon.WORDNET_DIR / "data.noun").exist
                                    reason="Debian's wordnet-base is not installed (.ci/run installs it)")
 
 
+def test_english_lms_siblings_are_trained_the_same_way_with_another_position_encoding():
+    table = train.presets(TextTokenizer().vocab_size)
+    base = table["english-lm"]
+    for pe in train.ENGLISH_SIBLINGS:
+        sibling = table[f"english-{pe}"]
+        assert pe != base.config.pos_encoding and sibling.name not in train.NOT_IN_ALL
+        assert sibling.task == base.task and sibling.half_weights  # stored in float16: assets/ under 60 MB
+        assert sibling.recipe() == {**base.recipe(), "stored": "float16"}
+        assert sibling.config == base.config.replace(pos_encoding=pe)
+
+
 @needs_lexicon
 def test_the_english_pool_is_packed_to_the_context_and_trains(tmp_path):
     pytest.importorskip("wordfreq")

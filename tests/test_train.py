@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core.model.checkpoint import load_checkpoint
+from core.model.checkpoint import load_checkpoint, read_card
 from core.model.transformer import Transformer
 from core.tokenizers.words import TextTokenizer
 from core.training.tasks import IGNORE
@@ -44,6 +44,19 @@ def test_training_is_reproducible_and_the_checkpoint_round_trips(tmp_path):
     ids = torch.tensor([tokenizer.encode("3 1 4 | 4 1 3").ids])
     with torch.no_grad():
         torch.testing.assert_close(first(ids).logits, second(ids).logits)
+
+
+def test_half_weights_are_stored_in_float16_and_computed_in_float32(tmp_path):
+    """A preset with half_weights (english-lm's siblings: assets/ under 60 MB) ships its weights rounded to float16,
+    half the file; they load into float32 parameters, each the float32 weight rounded, and the card says so."""
+    preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=4)
+    full = train_preset(preset, tmp_path / "full", progress=False)
+    half = train_preset(replace(preset, half_weights=True), tmp_path / "half", progress=False)
+    assert half.with_suffix(".safetensors").stat().st_size < 0.6 * full.with_suffix(".safetensors").stat().st_size
+    (model, _), (rounded, card) = load_checkpoint(full), load_checkpoint(half)
+    assert card.training["stored"] == "float16" and "stored" not in read_card(full).training
+    for (name, weight), (_, loaded) in zip(model.state_dict().items(), rounded.state_dict().items()):
+        assert loaded.dtype == weight.dtype and torch.equal(loaded, weight.half().to(weight.dtype)), name
 
 
 def test_a_pool_made_beforehand_trains_the_same_model(tmp_path):

@@ -40,10 +40,13 @@ class ModelCard:
                    data.get("description", ""), data.get("metrics", {}), data.get("training", {}))
 
 
-def save_checkpoint(model: Transformer, card: ModelCard, directory: Path) -> Path:
-    """Write NAME.safetensors and NAME.json into `directory`; returns the JSON path."""
+def save_checkpoint(model: Transformer, card: ModelCard, directory: Path, half: bool = False) -> Path:
+    """Write NAME.safetensors and NAME.json into `directory`; returns the JSON path. half: the weights are stored in
+    float16, half the size (load_checkpoint reads them back into the model's float32 parameters: it computes in
+    float32 on the rounded weights)."""
     directory.mkdir(parents=True, exist_ok=True)
-    state = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
+    state = {name: (tensor.half() if half and tensor.is_floating_point() else tensor).detach().contiguous()
+             for name, tensor in model.state_dict().items()}
     save_file(state, directory / f"{card.name}.safetensors")
     path = directory / f"{card.name}.json"
     path.write_text(json.dumps(card.to_dict(), indent=2) + "\n")

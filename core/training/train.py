@@ -73,6 +73,7 @@ class Preset:
     seeds: tuple[int, ...] = ()  # the bundled model is the median of these seeds (train_seeds); (): one run, `seed`
     polish_steps: int = 0  # images: a second stage of this many steps (polish_stage)
     polishing: bool = False  # this preset is a second stage: its pool is POLISH_MIX's
+    half_weights: bool = False  # the shipped weights stored in float16, computed in float32 (assets/ under 60 MB)
 
     def __post_init__(self) -> None:
         problems = [message for failed, message in (
@@ -103,13 +104,15 @@ class Preset:
                 "clip": self.clip, "label_smoothing": self.label_smoothing, "dropout": self.config.dropout,
                 "seed": self.seed, **({"pack": self.pack} if self.pack else {}),
                 **({"augment": True} if self.augment else {}), **({"sketches": True} if self.sketches else {}),
-                **({"polish_steps": self.polish_steps} if self.polish_steps else {})}
+                **({"polish_steps": self.polish_steps} if self.polish_steps else {}),
+                **({"stored": "float16"} if self.half_weights else {})}
 
 
 POLISH_STEPS = 600  # the bundled vision models' second stage
 POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
+ENGLISH_SIBLINGS = ("rope", "none")  # english-lm's siblings trained so far (english-lm itself: learned positions)
 
 
 def first_stage(preset: Preset) -> Preset:
@@ -203,10 +206,15 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     items.append(Preset("english-lm", "english-lm", text_config(subword.VOCAB_SIZE),
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
+    # Its siblings, trained the same way with another encoding: the explorer's "trained model" toggle lands on them
+    # (the same task first), not on a grammar model that reads English as [UNK].
+    items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
+                     f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}",
+                     half_weights=True, **english_recipe) for pe in ENGLISH_SIBLINGS]
     items.append(Preset("english-mlm", "english-mlm", text_config(subword.VOCAB_SIZE, mask="none",
                                                                   head="masked_token"),
                         "bidirectional masked-token model on the broad-English corpus, byte-level BPE, position "
-                        "encoding: learned", **english_recipe))
+                        "encoding: learned", half_weights=True, **english_recipe))
     items.append(Preset("tiny-test", "reversal", text_config(vocab_size, d_model=32, n_heads=2, n_layers=1,
                                                               d_mlp=64, max_len=32),
                         "a tiny model for tests", steps=60, batch_size=32, learning_rate=3e-3, warmup=10,
@@ -405,7 +413,7 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
     training = {**first.recipe(), **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
     card = ModelCard(first.name, first.task, first.config, first.description, training=training)
-    path = save_checkpoint(model.cpu(), card, out_dir)
+    path = save_checkpoint(model.cpu(), card, out_dir, half=preset.half_weights)
     return polish(path, preset, progress, device) if preset.polish_steps else path
 
 
@@ -416,7 +424,7 @@ def polish(card_path: Path, preset: Preset, progress: bool = True, device: str =
     second = polish_stage(preset)
     stats = _trained(model.to(device), second, None, None, device, progress)
     card.training = {**card.training, **preset.recipe(), **{f"polish_{key}": value for key, value in stats.items()}}
-    return save_checkpoint(model.cpu(), card, card_path.parent)
+    return save_checkpoint(model.cpu(), card, card_path.parent, half=preset.half_weights)
 
 
 def trained_with(card_path: Path, preset: Preset) -> bool:

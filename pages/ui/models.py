@@ -201,7 +201,8 @@ def model_from_link(names: list[str]) -> None:
 
 
 TEXT_MODEL_HELP = (
-    "A bundled model: lm-<encoding> are language models trained with that position encoding; "
+    "A bundled model: lm-<encoding> are language models of a small grammar trained with that position encoding, "
+    "english-lm and english-<encoding> of broad English (english-lm: learned positions); "
     "“your run” marks a model saved from the Live training page. In brackets, its main figure on held-out "
     "text: *agreement* is how often a language model prefers the verb that agrees with its subject across "
     "another noun (“the keys to the cabinet **are**”; chance is 50%), *accuracy* how often an image model "
