@@ -144,6 +144,23 @@ def click_until(button, effect, attempts: int = 8) -> None:
     effect.wait_for(timeout=60_000)
 
 
+def switch_on(page, label: str, attempts: int = 8) -> None:
+    """Turn the switch `label` on. Unlike a button's, a switch's second click undoes the first: click only while
+    it shows off (a click that a rerun swallowed), never while it shows on, and wait for it to show on."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    switch = page.get_by_role("switch", name=label)
+    for _ in range(attempts):
+        try:
+            if not switch.is_checked(timeout=15_000):
+                page.get_by_text(label, exact=True).click(timeout=5_000)
+            page.get_by_role("switch", name=label, checked=True).wait_for(timeout=15_000)
+            return
+        except PlaywrightError:  # a timeout, or the switch redrawn under the click
+            continue
+    page.get_by_role("switch", name=label, checked=True).wait_for(timeout=60_000)
+
+
 def load(page, url: str, charts: int) -> None:
     """Open `url`, wait for `charts` charts and the end of the run; no exception box."""
     page.goto(url)

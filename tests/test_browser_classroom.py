@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from class_stores import redis_server
-from test_browser import CHROMIUM, ERROR, _build_models, click_until, serve_app
+from test_browser import CHROMIUM, ERROR, _build_models, click_until, serve_app, switch_on
 from test_browser_layout import browser  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser,
@@ -72,6 +72,17 @@ def open_class_panel(page) -> None:
     panel.wait_for()
     if panel.get_attribute("open") is None:
         panel.locator("summary").click()
+
+
+def wait_text(page, text: str) -> None:
+    """Wait for `text` to show; if it does not, fail with what the page shows instead (its address and sidebar)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.get_by_text(text).wait_for()
+    except PlaywrightTimeout:
+        raise AssertionError(f"{text!r} not shown at {page.url}; the sidebar shows:\n"
+                             f"{page.locator(SIDEBAR).inner_text(timeout=5_000)}") from None
 
 
 def url_param(page, name: str) -> str | None:
@@ -147,12 +158,11 @@ def test_a_class_thinks_together(server, browser):
             student.get_by_label("Nickname (optional)", exact=True).press("Enter")
         click_until(student.get_by_role("button", name="Join the class"),
                     student.get_by_role("button", name="Leave the class"))
-        click_until(student.get_by_text("Follow the teacher", exact=True),
-                    student.get_by_role("switch", name="Follow the teacher", checked=True))
+        switch_on(student, "Follow the teacher")
         students.append(student)
     for student in students:
         on_page(student, "TokenNorm")
-        student.get_by_text("Following the teacher's page").wait_for()
+        wait_text(student, "Following the teacher's page")
         assert url_param(student, "presenter") is None  # the teacher's presenter mode is the teacher's
     assert students[0].get_by_text("as <b>Kid 0</b>").count() == 1  # a nickname shows as typed, never as HTML
     teacher.get_by_text(f"{STUDENTS} of at most").wait_for()
