@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageDraw
+from safetensors import safe_open
 
 from core.data.images import CLASSES, HELDOUT_SEED, TEST_SETS, mask_grid, template_cells
 from core.lessons.vision import record_image
@@ -64,6 +67,22 @@ def test_english_lms_siblings_are_bundled_and_the_encoding_toggle_lands_on_them(
         sibling = trained_alternative(cards, bundled("english-lm")[1], pe=pe)
         assert sibling.name == f"english-{pe}" and sibling.training["tokenizer"] == "tokenizer-english.json"
         assert sibling.metrics["headline"]["agreement_out_of_template"] > 0.5  # evaluated, as every bundled model
+
+
+def test_what_the_app_ships_stays_under_60_mb():
+    """Issue 34: assets/ (its files in git: the seeds' weights are regenerated, not shipped) under 60 MB; float16
+    weights (a preset's half_weights) are what keeps it there."""
+    root = Path(__file__).resolve().parent.parent
+    listed = subprocess.run(["git", "ls-files", "-z", "assets"], cwd=root, capture_output=True, text=True)
+    if listed.returncode or not listed.stdout:
+        pytest.skip("not a git checkout")
+    files = [root / name for name in listed.stdout.split("\0") if name]
+    assert sum(path.stat().st_size for path in files if path.exists()) < 60e6
+    for weights in (path for path in files if path.suffix == ".safetensors" and path.parent.name == "models"):
+        with safe_open(weights, "pt") as tensors:
+            dtypes = {tensors.get_slice(name).get_dtype() for name in tensors.keys()}
+        stored = read_card(weights.with_suffix(".json")).training.get("stored", "float32")
+        assert dtypes & {"F16", "F32"} == {{"float16": "F16", "float32": "F32"}[stored]}, weights.name  # as carded
 
 
 def test_the_long_model_reads_1024_tokens_half_of_them_past_its_training_length():

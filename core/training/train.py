@@ -112,7 +112,7 @@ POLISH_STEPS = 600  # the bundled vision models' second stage
 POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
-ENGLISH_SIBLINGS = ("rope", "none")  # english-lm's siblings trained so far (english-lm itself: learned positions)
+ENGLISH_SIBLINGS = ("rope", "none")  # english-lm's siblings so far (itself: learned positions)
 
 
 def first_stage(preset: Preset) -> Preset:
@@ -178,7 +178,8 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # Which of the two circuits forms depends on the initialisation; seed 3 gives the textbook one (seeds 0, 2, 4
     # gave a circuit attending two tokens past the previous occurrence).
     items += [Preset(task, task, text_config(vocab_size, n_layers=2, max_len=32, pos_encoding=pe, n_heads=heads),
-                     f"the {task} task: input | answer", steps=steps, batch_size=64, learning_rate=2e-3, seed=seed)
+                     f"the {task} task: input | answer", steps=steps, batch_size=64, learning_rate=2e-3, seed=seed,
+                     half_weights=True)
               for task, steps, pe, heads, seed in (("reversal", 4000, "learned", 4, 0), ("copy", 2000, "rope", 1, 3),
                                                    ("sort", 2000, "learned", 4, 0))]
     # The vision models learn from one recipe. The mix of cluttered, plain and drawn images (KIND_MIX) taught them
@@ -202,7 +203,9 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # Broad English (core/data/english.py) read by the byte-level BPE tokenizer: texts packed to the context, so
     # no text is cut; the families english.DEFAULT_HELD_OUT are never generated (its out-of-template probes).
     # Trained on this machine's CPU, one thread each (issue 34's pilots, before a GPU trains the whole family).
-    english_recipe = {"steps": ENGLISH_PILOT_STEPS, "learning_rate": 2e-3, "pool_size": 40000, "pack": 128}
+    # float16 weights (half_weights): the English family fits in assets/' 60 MB
+    english_recipe = {"steps": ENGLISH_PILOT_STEPS, "learning_rate": 2e-3, "pool_size": 40000, "pack": 128,
+                      "half_weights": True}
     items.append(Preset("english-lm", "english-lm", text_config(subword.VOCAB_SIZE),
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
@@ -210,11 +213,11 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # (the same task first), not on a grammar model that reads English as [UNK].
     items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
                      f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}",
-                     half_weights=True, **english_recipe) for pe in ENGLISH_SIBLINGS]
+                     **english_recipe) for pe in ENGLISH_SIBLINGS]
     items.append(Preset("english-mlm", "english-mlm", text_config(subword.VOCAB_SIZE, mask="none",
                                                                   head="masked_token"),
                         "bidirectional masked-token model on the broad-English corpus, byte-level BPE, position "
-                        "encoding: learned", half_weights=True, **english_recipe))
+                        "encoding: learned", **english_recipe))
     items.append(Preset("tiny-test", "reversal", text_config(vocab_size, d_model=32, n_heads=2, n_layers=1,
                                                               d_mlp=64, max_len=32),
                         "a tiny model for tests", steps=60, batch_size=32, learning_rate=3e-3, warmup=10,
