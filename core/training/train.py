@@ -112,7 +112,7 @@ POLISH_STEPS = 600  # the bundled vision models' second stage
 POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
-ENGLISH_SIBLINGS = ("rope", "none")  # english-lm's siblings so far (itself: learned positions)
+ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi")  # english-lm's siblings so far (itself: learned positions)
 
 
 def first_stage(preset: Preset) -> Preset:

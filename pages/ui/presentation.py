@@ -39,7 +39,7 @@ html { font-size: 21px; }
 /* a column holding a fixed-size (Vega) chart, the mask grid at its presenter size, stacks rather than squeeze it */
 [data-testid="stColumn"]:has([data-testid="stVegaLiteChart"]) { min-width: min(100%, 28rem); }
 /* the sidebar's drop-downs are the presenter's, not the class's: at about their usual size their choice fits */
-[data-testid="stSidebar"] [data-testid="stSelectbox"] input { font-size: 0.64rem !important; }
+[data-testid="stSidebar"] [data-testid="stSelectbox"] input { font-size: 0.58rem !important; }
 </style>"""
 PRESENTER_FONT = 20  # chart font size in presenter mode (plotly's default is 12)
 PRESENTER_SCALE = PRESENTER_FONT / 12  # every chart's type grows by this in presenter mode
