@@ -1,10 +1,10 @@
 """Record one forward pass of a bundled model on a text, from the command line (from Python: core.model.run).
 
-    python -m core.record --model lm-rope --text "the keys to the cabinet are" --out rec.npz
+    python -m core.record --model lm-rope --text "The keys to the old box are" --out rec.npz
     python -m core.record --list
-    python -m core.record --model hf:gpt2 --text "the keys to the cabinet are" --out rec.npz   # a pretrained one
-    python -m core.record --text "the keys to the cabinet" --ablate L1H2 --out rec.npz         # an intervention
-    python -m core.record --text "the keys to the cabinet" --patch L0H1 --patch-from "the key to the cabinet" ...
+    python -m core.record --model hf:gpt2 --text "The keys to the old box are" --out rec.npz   # a pretrained one
+    python -m core.record --text "The keys to the old box" --ablate L1H2 --out rec.npz         # an intervention
+    python -m core.record --text "The keys to the old box" --patch L0H1 --patch-from "The key to the old box" ...
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from core.lessons import interventions as lesson  # noqa: E402
 from core.model.interventions import Head, InterventionError  # noqa: E402
 from core.model.run import length_refusal, record_intervened, text_tokenizer  # noqa: E402
 from core.model.transformer import Transformer  # noqa: E402
+from pages.ui.examples import AGREEMENT  # noqa: E402
 from pages.ui.heatmap import heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa: E402
@@ -36,11 +37,6 @@ from pages.ui.store import Setting, get_recording, record_in_turn, shared_result
 from pages.ui.text_input import token_choices, unknown_warning  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, layer_head_picker  # noqa: E402
 
-EXAMPLES = {  # the model's head -> (text, contrasting text): the candidates follow the last token, or fill the mask
-    "next_token": ("the keys to the old cabinet", "the key to the old cabinet"),
-    "masked_token": ("the keys to the old cabinet [MASK] on the table .",
-                     "the key to the old cabinet [MASK] on the table ."),
-}
 CHANGES = {
     "mean": "set to its mean output (mean-ablate)",
     "zero": "set to zero (zero-ablate)",
@@ -124,7 +120,7 @@ def prediction_line(chosen: lesson.Candidates, logits: np.ndarray, vocab_of) -> 
 
 
 def candidate_inputs(model: Transformer):
-    text_default, contrast_default = EXAMPLES[model.cfg.head]
+    text_default, contrast_default = AGREEMENT[model.cfg.head]
     col_text, col_a, col_b = st.columns([3, 1, 1])
     text = col_text.text_area("Text", text_default, key="text", bind=BIND, height=68,
                               help="The model predicts after its last token (a masked-token model: at its [MASK]).")
@@ -187,8 +183,8 @@ except InterventionError as error:
     show_input_error(str(error))
     if model.cfg.head == "masked_token":
         st.button("Use the example with a [MASK]", key="use_mask_example",
-                  on_click=lambda: st.session_state.update(text=EXAMPLES["masked_token"][0],
-                                                           contrast=EXAMPLES["masked_token"][1]))
+                  on_click=lambda: st.session_state.update(text=AGREEMENT["masked_token"][0],
+                                                           contrast=AGREEMENT["masked_token"][1]))
     st.stop()
 contrast_run = get_recording(Setting(card.name), contrast)
 contrast_tokens = contrast_run.meta["tokens"] if not isinstance(contrast_run, str) else []

@@ -34,6 +34,7 @@ from core.model.masks import (MASK_PRESETS, MaskPreset, flip_cells, format_cells
                               parse_cells, sees_later_tokens)
 from core.model.recording import Recording  # noqa: E402
 from core.model.run import TextInputError, encode_text, length_refusal, record_text, text_tokenizer  # noqa: E402
+from pages.ui.examples import ATTRACTOR  # noqa: E402
 from pages.ui.heatmap import head_chart, heatmap  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, revealed, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import bundled_model_picker, get_model, models_dir  # noqa: E402
@@ -47,7 +48,6 @@ MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
 PRESET_HELP = ("causal: itself and earlier tokens · window: the w nearest · strided: the last s and every s-th · "
                "block-sparse: its own block of b and the last token of every block · random: itself and each other "
                "key with a probability · none: every key")
-DEFAULT_PROMPT = "the keys to the old cabinet"
 EMPTY_ROW_OPTIONS = ["uniform weights", "all zeros", "an error"]
 INCREMENTAL_OPTIONS = ["none", "only the last few", "all of them"]
 CACHE_OPTIONS = ["exactly the same", "the same up to rounding", "different"]
@@ -131,7 +131,7 @@ def mask_section(card) -> None:
     text = st.text_area("Text", value=DEFAULT_TEXT, key="text", bind=BIND, height=68,
                         help="Press Ctrl+Enter (or click outside) to run.")
     try:
-        tokens = encode_text(text or "", card.config.max_len)[1]
+        tokens = encode_text(text or "", card.config.max_len, text_tokenizer(card))[1]  # as masked_run reads it
     except TextInputError as error:
         show_input_error(str(error))
         return
@@ -272,7 +272,7 @@ def generation_section(card) -> None:
                 "appended, and the model **reads only that token**: its keys and values are added to a **key/value "
                 "cache**, and its query attends over every cached key. That is one new row of attention per token. "
                 f"(With the model's own {card.config.mask} mask; the editor above does not apply here.)")
-    prompt = st.text_input("Prompt", DEFAULT_PROMPT, key="prompt", bind=BIND)
+    prompt = st.text_input("Prompt", ATTRACTOR, key="prompt", bind=BIND)
     sampling, n_new = sampling_controls()
     result = (length_refusal(prompt or "")  # before the cache, which would keep the text
               or generation_run(card.name, prompt or "", n_new, sampling, str(models_dir())))

@@ -29,7 +29,8 @@ from core.lessons import position_lab as lab  # noqa: E402
 from core.lessons.lens import stream_labels  # noqa: E402
 from core.lessons.predictions import length_change, similar_positions  # noqa: E402
 from core.model.positions import alibi_slopes  # noqa: E402
-from core.model.run import TextInputError, encode_text, length_refusal, tokenizer  # noqa: E402
+from core.model.run import TextInputError, encode_text, length_refusal, text_tokenizer, tokenizer  # noqa: E402
+from pages.ui.examples import PERMUTED  # noqa: E402
 from pages.ui.heatmap import head_chart  # noqa: E402
 from pages.ui.lessons import predict_then_reveal, show_grade, until_revealed  # noqa: E402
 from pages.ui.models import bundled_model_picker, get_model, models_dir, text_cards  # noqa: E402
@@ -48,7 +49,6 @@ TABLE_CAPTIONS = {
             "angle n·θ_i. Shown: where the unit vector (1, 0) of every pair lands at position n, "
             "(cos nθ_i, sin nθ_i).",
 }
-PERMUTED_DEFAULTS = ("the dog chases the cat .", "the cat chases the dog .")
 SIMILAR_OPTIONS = ["its neighbours", "position 0", "the furthest positions", "all about equally"]
 LENGTH_OPTIONS = ["longer", "shorter", "the same length"]
 NO_MASK_OPTIONS = ["yes, the same", "no, different"]
@@ -61,9 +61,10 @@ def permutation_runs(model_name: str, text_a: str, text_b: str, directory: str
     """Text B's tokens and the four runs of the demonstration (no mask / causal × no encoding / an encoding), or
     why they cannot run."""
     model, card = get_model(model_name, directory)
+    tok = text_tokenizer(card)
     try:
-        ids_a = encode_text(text_a, model.cfg.max_len)[0]
-        ids_b, tokens_b, _ = encode_text(text_b, model.cfg.max_len)
+        ids_a = encode_text(text_a, model.cfg.max_len, tok)[0]
+        ids_b, tokens_b, _ = encode_text(text_b, model.cfg.max_len, tok)
         return tokens_b, [lab.permutation_test(model, ids_a, ids_b, mask, pe)
                           for mask in ("none", "causal") for pe in ("none", with_encoding(card))]
     except (TextInputError, ValueError) as error:
@@ -227,8 +228,8 @@ def permutation_section(card) -> None:
                 "on both, and we compare each token's residual stream in one text with the same token's in the "
                 "other.")
     col_a, col_b = st.columns(2)
-    text_a = col_a.text_input("Text A", PERMUTED_DEFAULTS[0], key="perm_a", bind=BIND)
-    text_b = col_b.text_input("Text B: the same tokens, reordered", PERMUTED_DEFAULTS[1], key="perm_b", bind=BIND)
+    text_a = col_a.text_input("Text A", PERMUTED[0], key="perm_a", bind=BIND)
+    text_b = col_b.text_input("Text B: the same tokens, reordered", PERMUTED[1], key="perm_b", bind=BIND)
     result = (length_refusal(text_a or "", text_b or "")  # before the cache, which would keep the texts
               or permutation_runs(card.name, text_a or "", text_b or "", str(models_dir())))
     if isinstance(result, str):
@@ -360,7 +361,7 @@ def attention_past_the_length(models: dict, length: int) -> None:
 
 cards = text_cards()
 card = bundled_model_picker("it compares our models trained alike but for their position encoding (lm-learned, "
-                            "lm-rope, lm-alibi, …) and reads its examples with our word tokenizer, and your model "
+                            "lm-rope, lm-alibi, …) and reads its examples with our own tokenizers, and your model "
                             "reads its own subword pieces")
 model, _ = get_model(card.name, str(models_dir()))
 st.title("Position encodings")

@@ -48,10 +48,23 @@ def models_dir(tmp_path_factory) -> Path:
     return write_tiny_models(tmp_path_factory.mktemp("models"))
 
 
+TINY_DEFAULT = "lm-rope"  # the text model the pickers open on in a folder of tiny models (tiny_models.py)
+
+
+def read_models_from(monkeypatch, directory: Path, default: str = TINY_DEFAULT) -> None:
+    """Pages read their models from `directory`, and the text pickers open on its `default` model: the bundled
+    default (registry.DEFAULT_TEXT_MODEL) is not in a folder of tiny models, and a picker without its default opens
+    on the folder's first model."""
+    from core.model import registry
+
+    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(directory))
+    monkeypatch.setattr(registry, "DEFAULT_TEXT_MODEL", default)
+
+
 @pytest.fixture
 def app(models_dir, monkeypatch):
     """app(page path, timeout=60, **query params) -> the AppTest after its first run."""
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+    read_models_from(monkeypatch, models_dir)
 
     def start(page: str, timeout: float = 60, **params: str) -> AppTest:
         at = AppTest.from_file(page, default_timeout=timeout)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import read_models_from
 from streamlit.testing.v1 import AppTest
 
 from core.figures.attention import HEAD_VIEW_TOKENS
@@ -15,6 +16,7 @@ from core.model.checkpoint import ModelCard, save_checkpoint
 from core.model.config import ModelConfig
 from core.model.run import MAX_TEXT_CHARS, encode_text, fitting_start, tokenizer
 from core.model.transformer import Transformer
+from pages.ui.text_input import DEFAULT_TEXT
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "text_explorer.py")
@@ -43,7 +45,7 @@ def models(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def app(models, monkeypatch) -> AppTest:
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models))
+    read_models_from(monkeypatch, models)
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
     at.run()
     assert_ok(at)
@@ -90,7 +92,7 @@ def test_page_renders_head_overview_and_summaries(app):
     assert charts(app) == CHARTS
     assert [tab.label for tab in app.tabs] == ["Attention pattern", "All heads", "One score, step by step", "Head view",
                                                "Rollout", "Head summaries"]
-    assert app.text_area(key="text").value.startswith("the keys")
+    assert app.text_area(key="text").value == DEFAULT_TEXT
     assert app.selectbox(key="model").value == "lm-rope"
     assert not any("entropy (bits)" in frame.value for frame in app.dataframe)  # a closed tab does not run
     open_view(app, "Head summaries")
@@ -485,7 +487,7 @@ def test_a_text_past_the_trained_length_is_marked_where_training_ended(tmp_path,
                       pos_encoding="rope")
     save_checkpoint(Transformer(cfg), ModelCard("lm-rope-long", "grammar-lm", cfg, "long", training={"pack": 32}),
                     directory)
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(directory))
+    read_models_from(monkeypatch, directory)
     at = AppTest.from_file(PAGE, default_timeout=TIMEOUT)
     at.query_params.update(model="lm-rope-long", text="the dog runs . " * 37)  # 149 tokens with [BOS]
     at.run()

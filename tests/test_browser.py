@@ -16,6 +16,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import TINY_DEFAULT
+
+from core.figures.attention import numbered_labels, plain_token_labels
+from core.model.checkpoint import ModelCard
+from core.model.run import text_tokenizer
+from pages.ui.text_input import DEFAULT_TEXT
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +40,23 @@ def _build_models(directory: Path) -> Path:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.build_models(directory)
+
+
+def default_text_labels(card: ModelCard | None = None) -> list[str]:
+    """The default text's tokens as the token pickers and the hover name them ("6: box"), read by `card`'s tokenizer
+    (None: the grammar's, which the tiny models read)."""
+    encoded = text_tokenizer(card).encode(DEFAULT_TEXT)
+    return numbered_labels(plain_token_labels(encoded.tokens, encoded.is_unknown))
+
+
+def scored(labels: list[str], query: int, key: int, where: str = "layer 1, head 1") -> str:
+    """The line that names the score the page takes apart: "Query 6: box and key 4: the in layer 1, head 1"."""
+    return f"Query {labels[query]} and key {labels[key]} in {where}"
+
+
+TINY_LABELS = default_text_labels()
+# the runner that opens a server's text pickers on the tiny models' own default (tests/default_model_streamlit.py)
+TINY_DEFAULT_RUNNER = (str(Path(__file__).with_name("default_model_streamlit.py")), TINY_DEFAULT)
 
 
 def _free_port() -> int:
@@ -77,9 +100,9 @@ def serve_app(models: Path, log: Path, runner: tuple[str, ...] = ("-m", "streaml
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """The app on small test models; killed at teardown."""
+    """The app on small test models, its text pickers opening on their lm-rope; killed at teardown."""
     models = _build_models(tmp_path_factory.mktemp("models"))
-    with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log") as url:
+    with serve_app(models, tmp_path_factory.mktemp("server") / "streamlit.log", runner=TINY_DEFAULT_RUNNER) as url:
         yield url
 
 
@@ -206,7 +229,7 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     page.wait_for_selector(HEATMAP)
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
-    assert page.get_by_text("12 tokens").count() == 1
+    assert page.get_by_text(f"{len(TINY_LABELS)} tokens").count() == 1
     shoot(page, "text_explorer_1_default")
 
     page.get_by_role("tab", name="All heads").click()
@@ -215,7 +238,9 @@ def test_text_explorer_in_the_browser(server, page, shoot):
     assert "view=All+heads" in page.url and page.locator(ERROR).count() == 0
     shoot(page, "text_explorer_1b_all_heads")
     # 12 tokens a tile, layers down and heads across: row 14, column 13 is L1 H1's query 2 and key 1
-    assert hover_cell(page, 14, 13).splitlines()[:3] == ["layer 1 · head 1", "query 2: keys", "key 1: the"]
+    assert len(TINY_LABELS) == 12
+    assert hover_cell(page, 14, 13).splitlines()[:3] == ["layer 1 · head 1", f"query {TINY_LABELS[2]}",
+                                                         f"key {TINY_LABELS[1]}"]
     page.mouse.click(*cell_point(page, 14, 13))  # a click on a tile opens that head
     page.get_by_text("Layer 1, head 1", exact=True).wait_for()  # opened in "Attention pattern"
     page.locator(f'[class*="st-key-head_chart"] {HEATMAP} canvas').wait_for()
@@ -325,16 +350,16 @@ def test_a_clicked_cell_is_in_the_url_and_the_link_reopens_it(server, page, shoo
     page.goto(f"{server}/?layer=L1&head=H1")
     page.wait_for_selector(HEATMAP)
     wait_idle(page)
-    page.mouse.click(*cell_point(page, 6, 4))  # query 6 "cabinet", key 4 "the"
-    page.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+    page.mouse.click(*cell_point(page, 6, 4))  # query 6 "box", key 4 "the"
+    page.get_by_text(scored(TINY_LABELS, 6, 4)).wait_for()
     wait_idle(page)
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
-    assert query == {"layer": "L1", "head": "H1", "view": "One score, step by step", "qk_query": "6: cabinet",
-                     "qk_key": "4: the"}, page.url
+    assert query == {"layer": "L1", "head": "H1", "view": "One score, step by step", "qk_query": TINY_LABELS[6],
+                     "qk_key": TINY_LABELS[4]}, page.url
     shown = view_of(page)
     context, reopened = fresh_page(page.context.browser)
     reopened.goto(page.url)
-    reopened.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+    reopened.get_by_text(scored(TINY_LABELS, 6, 4)).wait_for()
     wait_idle(reopened)
     assert view_of(reopened) == shown and reopened.locator(ERROR).count() == 0
     shoot(reopened, "text_explorer_6_clicked_cell_reopened")
@@ -342,13 +367,14 @@ def test_a_clicked_cell_is_in_the_url_and_the_link_reopens_it(server, page, shoo
 
 
 def test_a_shared_link_opens_the_same_view_every_time(server, page):
-    link = (f"{server}/?layer=L1&head=H1&view=One+score%2C+step+by+step&qk_query=6%3A+cabinet&qk_key=4%3A+the"
-            "&notation=paper")
+    link = f"{server}/?" + urllib.parse.urlencode({"layer": "L1", "head": "H1", "view": "One score, step by step",
+                                                   "qk_query": TINY_LABELS[6], "qk_key": TINY_LABELS[4],
+                                                   "notation": "paper"})
     views, urls = set(), set()
     for _ in range(10):
         context, fresh = fresh_page(page.context.browser)
         fresh.goto(link)
-        fresh.get_by_text("Query 6: cabinet and key 4: the in layer 1, head 1").wait_for()
+        fresh.get_by_text(scored(TINY_LABELS, 6, 4)).wait_for()
         wait_idle(fresh)
         assert fresh.locator(ERROR).count() == 0
         views.add(view_of(fresh))
@@ -374,7 +400,11 @@ def slow_url_server(tmp_path_factory):
 def test_a_head_picked_while_a_click_runs_stays_in_the_url(slow_url_server, page):
     """A run that writes the URL (here the cell click's) sends the query string its request carried: a layer and head
     picked in the browser while it ran were dropped from the URL, the page still showing them (before
-    pages.ui.widgets.keep_in_url)."""
+    pages.ui.widgets.keep_in_url). On the default model, reading the default text."""
+    from core.model.checkpoint import read_card
+    from core.model.registry import DEFAULT_TEXT_MODEL, card_path
+
+    labels = default_text_labels(read_card(card_path(DEFAULT_TEXT_MODEL)))
     for _ in range(3):
         context, fresh = fresh_page(page.context.browser)
         fresh.goto(slow_url_server)
@@ -383,10 +413,10 @@ def test_a_head_picked_while_a_click_runs_stays_in_the_url(slow_url_server, page
         fresh.mouse.click(*cell_point(fresh, 6, 4))
         fresh.locator(".st-key-layer").get_by_text("L2", exact=True).click()  # no wait: while the click runs
         fresh.locator(".st-key-head").get_by_text("H3", exact=True).click()
-        fresh.get_by_text("Query 6: cabinet and key 4: the in layer 2, head 3").wait_for()
+        fresh.get_by_text(scored(labels, 6, 4, "layer 2, head 3")).wait_for()
         wait_idle(fresh)
         fresh.wait_for_timeout(1000)
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(fresh.url).query))
         assert {"L2", "H3"} <= set(view_of(fresh)[0])
-        assert (query.get("layer"), query.get("head"), query.get("qk_query")) == ("L2", "H3", "6: cabinet"), fresh.url
+        assert (query.get("layer"), query.get("head"), query.get("qk_query")) == ("L2", "H3", labels[6]), fresh.url
         context.close()

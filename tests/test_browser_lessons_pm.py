@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHART, CHROMIUM, ERROR, canvas_image, load, page, server, shoot, wait_idle  # noqa: F401
+from test_browser import (CHART, CHROMIUM, ERROR, TINY_LABELS, canvas_image, load, page, server,  # noqa: F401
+                          shoot, wait_idle)
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 pytestmark = [pytest.mark.browser,
@@ -17,6 +18,7 @@ pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not all(f'url_path="{p}"' in APP.read_text() for p in ("positions_lab", "masks_lab")),
                                  reason="app.py's navigation does not list the positions and masks pages yet")]
 GRID_CELL = ".vega-embed path[aria-label]"  # the mask grid's cells (Vega draws them as SVG paths)
+CELL_3_1 = f'{GRID_CELL}[aria-label*="query token: {TINY_LABELS[3]}; key token: {TINY_LABELS[1]};'  # + state, "]"
 
 
 def chart_title(page, index: int) -> str:
@@ -56,14 +58,14 @@ def test_masks_page_in_the_browser(server, page, shoot):
     shoot(page, "masks_1_default")
 
     pattern = canvas_image(page)  # the model under the mask: the page's one canvas heatmap
-    page.locator(f'{GRID_CELL}[aria-label*="query token: 3: to; key token: 1: the;"]').click()
+    page.locator(f'{CELL_3_1}"]').click()
     page.get_by_text("1 cell switched from the causal preset").wait_for()
     wait_idle(page)
     assert "cells=3%3A1" in page.url or "cells=3:1" in page.url
     assert canvas_image(page) != pattern
-    assert page.locator(f'{GRID_CELL}[aria-label*="query token: 3: to; key token: 1: the; state: masked"]').count() == 1
+    assert page.locator(f'{CELL_3_1} state: masked"]').count() == 1
 
-    page.locator(f'{GRID_CELL}[aria-label*="query token: 3: to; key token: 1: the;"]').click()  # again: back
+    page.locator(f'{CELL_3_1}"]').click()  # again: back
     page.get_by_text("0 cells switched from the causal preset").wait_for()
     wait_idle(page)
     assert page.locator(ERROR).count() == 0
@@ -73,7 +75,7 @@ def test_masks_page_in_the_browser(server, page, shoot):
     page.get_by_text("0 cells switched from the block-sparse preset").wait_for()
     wait_idle(page)
     reveal(page, "Which earlier representations change")
-    page.get_by_text("0 of the 11 earlier tokens").wait_for()
+    page.get_by_text(f"0 of the {len(TINY_LABELS) - 1} earlier tokens").wait_for()
     assert page.locator(ERROR).count() == 0
     shoot(page, "masks_2_block_sparse_incremental")
 

@@ -3,6 +3,7 @@ whose verbs agree with their subjects, held-out families never appear, "it" sent
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 
@@ -106,7 +107,7 @@ def test_coordinated_subjects_are_plural_even_when_both_are_singular():
 def test_held_out_families_are_never_generated():
     held_out = ("preposed", "pp_chain")
     pairs = english.generate_sentences(3000, 5, LEXICON, held_out)
-    assert {family for family, _ in pairs} == set(english.CONSTRUCTIONS) - set(held_out)
+    assert {family for family, _ in pairs} == set(english.CORPORA["english"]) - set(held_out)
     openers = tuple(f"{word[0].upper()}{word[1:]} " for word in LEXICON.prepositions) + english.TIME_MODIFIERS
     preposed_shape = re.compile(r"^[A-Z][a-z ]*(?: the| a| an| this| my| these| those| some)? [a-z ]+, ")
     for family, text in pairs:
@@ -140,6 +141,41 @@ def test_it_sentences_follow_their_adjective(to_animal):
         assert adjective in own and adjective not in other
         assert text.startswith(f"The {animal} ") and f" the {place} " in text and " it " in text
         assert animal in SINGULAR and place in SINGULAR
+
+
+def test_the_first_corpus_is_drawn_bit_for_bit_as_before_the_referent_family():
+    """The shipped English LMs were trained on the "english" corpus: adding a family to another corpus leaves its
+    texts exactly as they were (the digest of these texts before "referent_number" existed)."""
+    texts = english.generate_texts(300, 0, LEXICON, held_out=english.DEFAULT_HELD_OUT)
+    assert hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16] == "04985b1dd1dc0eec"
+    assert texts == english.generate_texts(300, 0, LEXICON, english.DEFAULT_HELD_OUT, corpus="english")
+    families = {family for family, _ in english.generate_sentences(3000, 5, LEXICON, corpus="english-referents")}
+    assert families == set(english.CONSTRUCTIONS) and "referent_number" not in english.CORPORA["english"]
+    with pytest.raises(ValueError, match="unknown corpus 'nope'"):
+        english.generate_texts(5, 0, LEXICON, corpus="nope")
+
+
+REFERENT = re.compile(r"^The (\w+) [a-z' ]+ the (\w+) (?:because|since|as) (it|they) (was|were|looked|seemed|had become)"
+                      r" too (\w+)\.$")
+
+
+def test_referent_sentences_agree_with_the_noun_their_adjective_picks():
+    """ "The dogs didn't cross the street because it was too wide": the pronoun and a was/were take the number of
+    the noun the adjective fits (an animate adjective: the animal; one of places: the place), whatever the other
+    noun's number; every combination of numbers and both kinds of verb occur."""
+    rng = random.Random(2)
+    animate, of_places = set(LEXICON.adjectives_of("animate")), set(LEXICON.adjectives_of("place"))
+    seen = set()
+    for _ in range(400):
+        text = english.sentence(rng, LEXICON, "referent_number")
+        animal, place, pronoun, verb, adjective = REFERENT.match(text).groups()
+        assert adjective in animate ^ of_places
+        referent = animal if adjective in animate else place
+        plural = referent in PLURAL
+        assert pronoun == ("they" if plural else "it"), text
+        assert verb not in ("was", "were") or verb == ("were" if plural else "was"), text
+        seen.add((animal in PLURAL, place in PLURAL, adjective in animate, verb in ("was", "were")))
+    assert len(seen) == 16
 
 
 def test_every_family_writes_typed_english():

@@ -12,9 +12,10 @@ from core.lessons import interventions as lesson
 from core.model.interventions import Head
 from core.model.registry import load_model
 from core.model.run import record_intervened, record_text, tokenizer
+from pages.ui.examples import AGREEMENT
 
 PAGE = "../pages/head_effects.py"
-TEXT, CONTRAST = "the keys to the old cabinet", "the key to the old cabinet"
+TEXT, CONTRAST = AGREEMENT["next_token"]  # the page's defaults for a language model
 
 
 def altair_keys(at) -> list[str]:
@@ -79,7 +80,7 @@ def test_bad_input_is_a_clear_message(app, params, message):
 
 
 def test_a_patch_between_texts_of_other_lengths_says_why_and_the_rest_of_the_page_stays(app):
-    at = app(PAGE, model="lm-rope", intervene="L0H1", change="patch", contrast="the key to the cabinet")
+    at = app(PAGE, model="lm-rope", intervene="L0H1", change="patch", contrast="The key to the box")
     assert not at.exception
     assert "as many tokens" in at.error[0].value
     assert any("attention_grid" in key for key in altair_keys(at))
@@ -92,11 +93,12 @@ def test_a_bad_head_in_a_link_falls_back_to_none(app):
 
 
 def test_a_masked_model_predicts_at_its_mask_and_offers_the_example(app):
-    at = app(PAGE, model="mlm-learned", text="the keys to the old cabinet")
+    at = app(PAGE, model="mlm-learned", text=TEXT)
     assert "[MASK]" in at.error[0].value.replace("\\", "")
     at.button(key="use_mask_example").click().run()
     ok(at)
     assert "at the mask" in shown(at)
+    assert (at.text_area(key="text").value, at.text_input(key="contrast").value) == AGREEMENT["masked_token"]
 
 
 def test_the_grade_accepts_a_near_tie_and_names_the_strongest_otherwise():

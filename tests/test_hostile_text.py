@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PAGES
+from conftest import PAGES, read_models_from
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 from tiny_models import write_tiny_models, write_tiny_seq2seq
@@ -47,7 +47,7 @@ def models_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def page(models_dir, tmp_path, monkeypatch):
     """page(file, **url params) -> the page after its first run, reading tiny models."""
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+    read_models_from(monkeypatch, models_dir)
     monkeypatch.setenv("ATTENTION_LAB_SEQ2SEQ_DIR", str(write_tiny_seq2seq(tmp_path / "seq2seq")))
     monkeypatch.setenv("ATTENTION_LAB_USER_DIR", str(tmp_path / "runs"))
 

@@ -13,6 +13,7 @@ from core.model.interventions import Ablation, AttentionEdit, Head, Intervention
 from core.model.recording import block_hook
 from core.model.registry import load_model
 from core.model.run import record_intervened, record_text, tokenizer
+from core.tokenizers.subword import SubwordTokenizer
 
 TEXT, CONTRAST = "the keys to the old cabinet", "the key to the old cabinet"
 CONTRASTS = [CONTRAST, "the keys to the new cabinet", "the boxes to the old cabinet", "the keys to the old table",
@@ -206,6 +207,13 @@ def test_candidates_are_single_tokens_and_the_masked_model_predicts_at_its_mask(
         lessons.candidates(model, without, tokenizer(), "are", "is")
 
 
+def test_a_byte_level_bpe_shows_a_typed_mask_with_its_space_and_the_model_predicts_there():
+    tok = SubwordTokenizer()
+    tokens = tok.encode("The keys to the old box [MASK] red.").tokens
+    assert tokens[7] == " [MASK]"  # lstrip: the mask takes the space before it, as RoBERTa's does
+    assert lessons.predicting_position(tiny_model(mask="none", head="masked_token"), tokens, tok) == 7
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The same ablation and patch in TransformerLens
 # ---------------------------------------------------------------------------------------------------------
@@ -264,8 +272,9 @@ def test_the_command_line_records_an_ablation_a_patch_and_an_edit(tmp_path, caps
         patches=(Patch("head", 0, 1), Patch("resid", 2, position=3))),
         source=record_text(model, CONTRAST, card=card), card=card,
         means=lessons.head_means(model, tokenizer(), lessons.reference_texts()))
-    assert main(["--text", TEXT, "--ablate", "L1H2", "--ablation", "mean", "--attend", "L2H0:5:1", "--patch", "L0H1",
-                 "--patch", "resid2@3", "--patch-from", CONTRAST, "--out", str(tmp_path / "r")]) == 0
+    assert main(["--model", "lm-rope", "--text", TEXT, "--ablate", "L1H2", "--ablation", "mean", "--attend",
+                 "L2H0:5:1", "--patch", "L0H1", "--patch", "resid2@3", "--patch-from", CONTRAST,
+                 "--out", str(tmp_path / "r")]) == 0
     assert "ablate L1H2 (mean)" in capsys.readouterr().out
     written = Recording.load_npz(tmp_path / "r.npz")
     assert written.meta["intervention"] == expected.meta["intervention"] and written.meta["source_text"] == CONTRAST
@@ -284,7 +293,7 @@ def test_the_command_line_records_an_ablation_a_patch_and_an_edit(tmp_path, caps
 def test_a_bad_intervention_on_the_command_line_is_one_clear_line(args, message, tmp_path, capsys):
     from core.record import main
 
-    assert main(["--text", TEXT, "--out", str(tmp_path / "r"), *args]) == 2
+    assert main(["--model", "lm-rope", "--text", TEXT, "--out", str(tmp_path / "r"), *args]) == 2
     error = capsys.readouterr().err.strip()
     assert message in error and len(error.splitlines()) == 1
     assert not (tmp_path / "r.npz").exists()

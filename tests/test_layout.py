@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import read_models_from
 from streamlit.testing.v1 import AppTest
 
 from core.figures.canvas import unpack
@@ -74,7 +75,7 @@ def vega_font_sizes(node) -> list[float]:
 
 @pytest.mark.parametrize("stem", [stem for stem, _ in pages_in_menu() if stem not in SLOW | REVEALED_ONLY])
 def test_every_chart_of_every_page_grows_in_presenter_mode(models_dir, monkeypatch, stem):
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+    read_models_from(monkeypatch, models_dir)
     normal, presenter = run_page(stem, False), run_page(stem, True)
     for at in (normal, presenter):
         assert not at.exception, [e.value for e in at.exception]

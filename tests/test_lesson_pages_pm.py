@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import as_shown, charts, drawn, figure, figures, ok, shows
+from conftest import as_shown, charts, drawn, figure, figures, ok, read_models_from, shows
 from streamlit.testing.v1 import AppTest
 from tiny_models import tiny_model
 
-from core.model.checkpoint import ModelCard, save_checkpoint
+from core.figures.attention import plain_token_labels
+from core.model.checkpoint import ModelCard, read_card, save_checkpoint
+from core.model.registry import card_path
+from core.model.run import text_tokenizer, tokenizer
+from pages.ui.examples import PERMUTED
+from pages.ui.text_input import DEFAULT_TEXT
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,7 +145,7 @@ def test_positions_biases_alibi_and_relative(app):
 
 
 def test_positions_without_a_relative_model_says_so(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(write_models(tmp_path, ["lm-rope"])))
+    read_models_from(monkeypatch, write_models(tmp_path, ["lm-rope"]))
     at = AppTest.from_file(POSITIONS, default_timeout=90)
     at.query_params["bias"] = "relative"
     at.run()
@@ -168,12 +173,12 @@ def test_positions_permutation_on_a_model_without_an_encoding_and_bad_input(app)
     at = reveal(at, "predict_causal")
     ok(at)
     assert shows(spec(at, "permutation_chart"), "sinusoidal (switched on: not trained with it)")
-    at.text_input(key="perm_b").set_value("the dog chases the cat .").run()  # the same order: nothing differs
+    at.text_input(key="perm_b").set_value(PERMUTED[0]).run()  # text A's order: nothing differs
     ok(at)
     assert not drawn(at, "permutation_chart")  # other texts: asked afresh
     at = reveal(at, "predict_causal")
     assert "these two texts are in the same order" in text_of(at.markdown)
-    at.text_input(key="perm_b").set_value("the cat chases a dog .").run()
+    at.text_input(key="perm_b").set_value("The cat sees a dog.").run()  # "a" for "the": other tokens
     assert not at.exception
     assert "same tokens" in at.error[0].value
     at.text_input(key="perm_a").set_value("").run()
@@ -216,7 +221,7 @@ def test_masks_page_renders_the_editor_and_generation(app):
 def causal_pattern(models_dir) -> str:
     """The masked-pattern chart of the default page (the causal preset)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+        read_models_from(patch, models_dir)
         return specs(AppTest.from_file(MASKS, default_timeout=90).run())[0]
 
 
@@ -245,7 +250,7 @@ def test_switched_cells_change_the_pattern_and_an_empty_row_is_warned(app, causa
     assert specs(at)[0] != causal_pattern and "1 cell switched" in text_of(at.caption)
     at.text_input(key="cells").set_value("1:0 1:1").run()
     ok(at)
-    assert "Query 1 (the) may attend to **no key**" in at.warning[0].value
+    assert f"Query 1 ({DEFAULT_TEXT.split()[0]}) may attend to **no key**" in at.warning[0].value
     assert not drawn(at, "masked_pattern_chart")  # it would answer the prompt
     at = reveal(at, "predict_empty_row", "all zeros")
     assert "gets a row summing to **0**" in text_of(at.markdown) and "**Right.**" in text_of(at.markdown)
@@ -329,3 +334,29 @@ def test_masks_page_reads_the_url(app):
             at.toggle(key="causal").value, at.text_input(key="cells").value) == ("random", 0.5, 4, False, "2:0")
     assert (at.radio(key="decoding").value, at.slider(key="temperature").value, at.number_input(key="top_k").value,
             at.slider(key="step").value) == ("sampled", 0.7, 5, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Both pages on a model of broad English
+# ---------------------------------------------------------------------------------------------------------
+
+def test_both_pages_read_a_text_with_the_models_own_pieces(monkeypatch):
+    """A byte-level BPE model reads "the cat" as [BOS] t he ␣cat, where the grammar's tokenizer reads three tokens:
+    the mask editor's grid and the permutation test take the sidebar model's own pieces (the grid had the grammar's
+    three, and the model refused its 3 × 3 mask)."""
+    monkeypatch.delenv("ATTENTION_LAB_MODELS_DIR", raising=False)  # the bundled models: english-lm among them
+    tok = text_tokenizer(read_card(card_path("english-lm")))
+    pieces = tok.encode("the cat").tokens
+    assert len(pieces) != len(tokenizer().encode("the cat").tokens)
+    masks = AppTest.from_file(MASKS, default_timeout=90)
+    masks.query_params.update(model="english-lm", text="the cat")
+    masks.run()
+    ok(masks)
+    assert spec(masks, "masked_pattern_chart")["labels"] == plain_token_labels(pieces)
+    positions = AppTest.from_file(POSITIONS, default_timeout=90)
+    positions.query_params["model"] = "english-lm"
+    positions = reveal(positions.run(), "predict_no_mask")
+    ok(positions)
+    grid = spec(positions, "permutation_no_mask_chart")
+    shown = [label.split(":", 1)[1] for label in grid["data"][0]["x"]]  # "3:␣cat"
+    assert shown == plain_token_labels(tok.encode(positions.text_input(key="perm_b").value).tokens)

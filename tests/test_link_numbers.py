@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ok
+from conftest import ok, read_models_from
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "1e309", "nan"])
 def test_a_non_finite_number_in_a_link_is_replaced_by_the_default_with_a_note(models_dir, monkeypatch, value):
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+    read_models_from(monkeypatch, models_dir)
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params.update(mask="window", window=value, layer="L1")
     at.run()

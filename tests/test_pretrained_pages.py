@@ -8,7 +8,7 @@ import io
 
 import numpy as np
 import pytest
-from conftest import PAGES, ROOT, figures, ok
+from conftest import PAGES, ROOT, figures, ok, read_models_from
 from PIL import Image
 from pretrained_models import cache_model, save_bert
 from streamlit.testing.v1 import AppTest
@@ -183,7 +183,7 @@ def test_the_maths_and_cost_pages_run_your_own_model(app, model):
 def test_your_own_model_is_kept_while_a_page_that_needs_a_bundled_one_says_why(models_dir, monkeypatch):
     """Every page's picker shares the key `model`: the masks, positions, image and encoder–decoder pages replace a
     model they cannot read with their default. The page says why, and the explorer picks the user's model again."""
-    monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+    read_models_from(monkeypatch, models_dir)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     at.selectbox(key="model").set_value(GPT2).run()
     for page, reason in (("masks_lab.py", "its mask editor and its generation read the text with our own "

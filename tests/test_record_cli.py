@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import pytest
 
 from core.model.registry import DEFAULT_TEXT_MODEL, TEXT_TASKS, list_cards, load_model
-from core.model.run import TextInputError, record_text
+from core.model.run import TextInputError, record_text, text_tokenizer
 from core.record import main
+from core.tokenizers.subword import SubwordTokenizer
+from core.tokenizers.words import without_surrogates
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -20,12 +23,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_round_trip(tmp_path):
     out = tmp_path / "rec.npz"
-    result = run_cli("--text", "the keys to the old cabinet are", "--out", str(out))
+    text = "the keys to the old cabinet are"
+    result = run_cli("--text", text, "--out", str(out))
     assert result.returncode == 0, result.stderr
     with np.load(out, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))
-        model, _ = load_model(DEFAULT_TEXT_MODEL)
-        assert meta["tokens"][:3] == ["[BOS]", "the", "keys"] and len(meta["ids"]) == len(meta["tokens"])
+        model, card = load_model(DEFAULT_TEXT_MODEL)
+        encoded = text_tokenizer(card).encode(text)  # read by the model's own tokenizer, [BOS] first
+        assert meta["tokens"] == encoded.tokens and meta["ids"] == encoded.ids and meta["tokens"][0] == "[BOS]"
         assert meta["config"] == model.cfg.to_dict() and meta["model"] == DEFAULT_TEXT_MODEL
         n = len(meta["ids"])
         for layer in range(model.cfg.n_layers):
@@ -58,7 +63,7 @@ def test_cli_lists_every_bundled_model_name_first():
     (["--text", "", "--out", "x.npz"], "empty"),
     (["--text", "\x00\x1b \u200b", "--out", "x.npz"], "empty"),
     (["--text", "the cat " * 50_000, "--out", "x.npz"], "shorten"),
-    (["--text", "the cat " * 100, "--out", "x.npz"], "context length"),
+    (["--text", "the cat " * 1000, "--out", "x.npz"], "context length"),  # 2,000 tokens or more: past every context
 ])
 def test_cli_errors_are_one_clear_line(args, message, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -68,14 +73,32 @@ def test_cli_errors_are_one_clear_line(args, message, tmp_path, monkeypatch, cap
     assert not (tmp_path / "x.npz").exists()
 
 
-@pytest.mark.parametrize("text", ["the dog 🐶 runs", "مرحبا بالعالم", "שלום the cat", "tab\tand\x07bell",
-                                  "e\u0301 combining", "\ud800 lone surrogate"])
-def test_odd_unicode_records_with_unknown_pieces_marked(text):
-    model, card = load_model(DEFAULT_TEXT_MODEL)
+ODD_UNICODE = ["the dog 🐶 runs", "مرحبا بالعالم", "שלום the cat", "tab\tand\x07bell", "e\u0301 combining",
+               "\ud800 lone surrogate"]
+
+
+def odd_recording(name: str, text: str):
+    """The recording of `text` on the bundled model `name`, checked whole: a token, a flag a token, finite logits."""
+    model, card = load_model(name)
     recording = record_text(model, text, card=card)
     assert recording.n_tokens == len(recording.meta["tokens"]) == len(recording.meta["unknown"])
-    assert any(recording.meta["unknown"])
     assert np.isfinite(recording["logits"]).all()
+    return recording, text_tokenizer(card)
+
+
+@pytest.mark.parametrize("text", ODD_UNICODE)
+def test_odd_unicode_records_with_unknown_pieces_marked_by_the_grammar_tokenizer(text):
+    recording, _ = odd_recording("lm-rope", text)
+    assert any(recording.meta["unknown"])
+
+
+@pytest.mark.parametrize("text", ODD_UNICODE)
+def test_odd_unicode_is_read_whole_by_the_default_models_byte_level_pieces(text):
+    """The default model's byte-level BPE knows every byte: no piece is unknown, and the pieces decode back to the
+    text as the tokenizer reads it (NFC, a lone surrogate as U+FFFD)."""
+    recording, tokenizer = odd_recording(DEFAULT_TEXT_MODEL, text)
+    assert isinstance(tokenizer, SubwordTokenizer) and not any(recording.meta["unknown"])
+    assert tokenizer.decode(recording.meta["ids"][1:]) == unicodedata.normalize("NFC", without_surrogates(text))
 
 
 def test_empty_text_raises_a_clear_error():

@@ -26,6 +26,7 @@ from core.model import registry
 from core.model.masks import MaskPreset, flip_cells
 from core.model.run import encode_text, record_text
 from core.model.seq2seq import load_seq2seq, run_translation
+from pages.ui.examples import ATTRACTOR, PERMUTED
 from pages.ui.safety import literal
 from pages.ui.text_input import DEFAULT_TEXT
 
@@ -144,7 +145,7 @@ def incremental(dirs) -> str:
 
 def cache(dirs) -> str:
     transformer, _ = model(dirs)
-    ids = encode_text("the keys to the old cabinet", transformer.cfg.max_len)[0]  # the page's default prompt
+    ids = encode_text(ATTRACTOR, transformer.cfg.max_len)[0]  # the page's default prompt
     check = cache_check(transformer, generate(transformer, ids, 2, Sampling(temperature=0.0)))
     return f"**{check.logits_error:.1e}** in the logits"
 
@@ -161,7 +162,7 @@ def rope_length(dirs) -> str:
 def permutation(mask: str) -> Callable[[dict], str]:
     def measured(dirs) -> str:
         transformer, _ = model(dirs)
-        ids_a, ids_b = (encode_text(t, 64)[0] for t in ("the dog chases the cat .", "the cat chases the dog ."))
+        ids_a, ids_b = (encode_text(t, 64)[0] for t in PERMUTED)
         return f"{lab.permutation_test(transformer, ids_a, ids_b, mask, 'none').max_change:.2g}"
     return measured
 

@@ -10,6 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from core.model.checkpoint import load_checkpoint, read_card
+from core.model.config import ConfigError
 from core.model.transformer import Transformer
 from core.tokenizers.words import TextTokenizer
 from core.training.tasks import IGNORE
@@ -263,6 +264,34 @@ def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_
     assert train.trained_with(seed_card, _small_vit(polish_steps=3))
     assert not train.trained_with(seed_card, first), "a polished seed is not the first stage's any more"
     assert not train.trained_with(seed_card, _small_vit(polish_steps=4))
+
+
+def test_the_corpus_and_the_mask_fraction_are_checked_and_recorded():
+    table = presets(TextTokenizer().vocab_size)
+    mlm = table["english-mlm"]
+    assert mlm.recipe()["corpus"] == "english-referents" and mlm.recipe()["mask_fraction"] == 0.4
+    # the defaults stay out of a recipe, so the cards trained before these options still match it (trained_with)
+    assert {"corpus", "mask_fraction"}.isdisjoint(table["english-lm"].recipe())
+    for change, message in ((dict(corpus="nope"), "corpus 'nope' is not one of"),
+                            (dict(mask_fraction=1.0), "must be in \\(0, 1\\)"),
+                            (dict(task="english-lm"), "mask fraction is a masked-token task's")):
+        with pytest.raises(ConfigError, match=message):
+            replace(mlm, **change)
+    with pytest.raises(ConfigError, match="reads none"):
+        replace(table["tiny-test"], corpus="english-referents")
+
+
+def test_a_masked_batch_hides_the_fraction_it_is_given():
+    from core.training.tasks import text_pool
+
+    tokenizer = TextTokenizer()
+    pool = text_pool("grammar-mlm", 300, 0, tokenizer)
+    indices = list(range(300))
+    for fraction in (0.15, 0.4):
+        batch = pool.masked_token_batch(indices, torch.Generator().manual_seed(0), fraction)
+        words = batch.valid & (batch.targets != IGNORE)
+        share = float(words.sum() / (batch.valid.sum() - 2 * len(indices)))  # [BOS] and [EOS] are never hidden
+        assert abs(share - fraction) < 0.03
 
 
 def test_only_image_models_have_a_second_stage():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PAGES, charts, figure, ok
+from conftest import PAGES, charts, figure, ok, read_models_from
 from streamlit.testing.v1 import AppTest
 from tiny_models import write_tiny_models
 from vision_models import write_tiny_vits
@@ -50,7 +50,7 @@ def new_page(app, user_dir, models_dir, monkeypatch):
         if browser is None:
             at = app(PAGE, **query)
         else:
-            monkeypatch.setenv("ATTENTION_LAB_MODELS_DIR", str(models_dir))
+            read_models_from(monkeypatch, models_dir)
             at = AppTest.from_file(PAGE, default_timeout=60)
             at.query_params.update(query)
             at.session_state["browser_id"] = browser

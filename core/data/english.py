@@ -13,7 +13,11 @@ would have generated.
 
 The "it" sentences (family "it_reference") give a pronoun its referent by meaning alone: "The dog didn't cross the
 street because it was too tired" (it: the dog, an animate adjective) or "... too wide" (it: the street, an adjective
-of places); both nouns are singular, so only meaning tells them apart.
+of places); both nouns are singular, so only meaning tells them apart. The corpus "english-referents" adds the
+family "referent_number": the same sentences with each noun singular or plural and the pronoun agreeing with its
+referent ("The dogs didn't cross the street because it was too wide"), often with a verb that shows no number
+("... because they looked too tired"). A masked pronoun, a masked noun's number or a masked adjective there can
+only be predicted by finding the referent, which gives a masked-token model a reason to resolve "it".
 
 All randomness goes through an explicit random.Random; nothing touches the global generator.
 
@@ -42,7 +46,10 @@ HELDOUT_SEED = 1
 AGREEMENT_CONSTRUCTIONS = ("simple", "pp", "pp_chain", "subject_relative", "object_relative", "preposed",
                            "fronted_clause", "name_attractor", "adjective_string", "coordination")
 OTHER_CONSTRUCTIONS = ("question", "negation", "pronoun", "dialogue", "number", "it_reference", "everyday")
-CONSTRUCTIONS = AGREEMENT_CONSTRUCTIONS + OTHER_CONSTRUCTIONS
+REFERENT_CONSTRUCTIONS = ("referent_number",)
+CONSTRUCTIONS = AGREEMENT_CONSTRUCTIONS + OTHER_CONSTRUCTIONS + REFERENT_CONSTRUCTIONS
+# the families a corpus draws from: "english" as its first models were trained (their corpus stays bit for bit)
+CORPORA = {"english": AGREEMENT_CONSTRUCTIONS + OTHER_CONSTRUCTIONS, "english-referents": CONSTRUCTIONS}
 DESCRIPTIONS = {
     "simple": "a noun phrase and its predicate: The old keys are on the table.",
     "pp": "a subject with one prepositional phrase whose noun may differ in number: The keys near the box are red.",
@@ -61,6 +68,8 @@ DESCRIPTIONS = {
     "number": "numbers as digits and as words: There are 12 dogs in the garden. Sarah has three cats.",
     "it_reference": "'it' resolved by meaning: The dog didn't cross the street because it was too tired/wide.",
     "everyday": "what a class types about itself: My name is Sarah and I live in London. Hello, how are you?",
+    "referent_number": "'it' or 'they' agreeing with the referent the meaning picks: The dogs didn't cross the "
+                       "street because it was too wide.",
 }
 DEFAULT_HELD_OUT = ("pp_chain", "preposed")  # the constructions the issue found models failing on, out of template
 
@@ -77,6 +86,8 @@ SAY_VERBS = ("said", "asked", "replied", "shouted", "whispered", "answered")
 IT_VERBS = ("cross", "enter", "reach", "go into", "get to", "walk through")
 IT_NEGATIONS = ("didn't", "did not", "couldn't", "could not", "wouldn't", "refused to")
 IT_LINKS = ("because it was too", "because it was so", "since it was too", "as it was too")
+REFERENT_CONJUNCTIONS = ("because", "because", "since", "as")
+NUMBERLESS_VERBS = ("looked", "seemed", "had become")  # the same after "it" and "they": no number to copy
 ANSWERS = ("Yes, I do.", "No, I don't.", "No, I do not.")
 GREETINGS = ("Hello", "Hi", "Good morning", "Good evening", "Thank you", "Yes", "No", "Sorry", "Excuse me")
 PRONOUN_BE = {"I": "am", "you": "are", "we": "are", "they": "are", "he": "is", "she": "is", "it": "is"}
@@ -403,6 +414,19 @@ def it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool) -> tup
     return text, animal.singular, place.singular
 
 
+def _referent_number(rng: random.Random, lex: Lexicon) -> str:
+    """An "it" sentence whose nouns are each singular or plural, the pronoun (it/they) agreeing with the referent
+    the adjective's meaning picks, its verb was/were or one that shows no number."""
+    animal, place = pick(rng, lex.nouns_of("animal")), pick(rng, lex.nouns_of("place"))
+    animal_plural, place_plural, refers_to_animal = (rng.random() < 0.5 for _ in range(3))
+    plural = animal_plural if refers_to_animal else place_plural
+    adjective = rng.choice(lex.adjectives_of("animate" if refers_to_animal else "place"))
+    verb = _be(plural, past=True)[0] if rng.random() < 0.5 else rng.choice(NUMBERLESS_VERBS)
+    return (f"The {animal.plural if animal_plural else animal.singular} {rng.choice(IT_NEGATIONS)} "
+            f"{rng.choice(IT_VERBS)} the {place.plural if place_plural else place.singular} "
+            f"{rng.choice(REFERENT_CONJUNCTIONS)} {'they' if plural else 'it'} {verb} too {adjective}.")
+
+
 def _everyday(rng: random.Random, lex: Lexicon) -> str:
     """First and second person, as a class writes about itself: names, homes, likes, greetings."""
     name = rng.choice(lex.names)[0]
@@ -426,7 +450,7 @@ def _everyday(rng: random.Random, lex: Lexicon) -> str:
 
 OTHERS: dict[str, Callable[[random.Random, Lexicon], str]] = {
     "question": _question, "negation": _negation, "pronoun": _pronoun, "dialogue": _dialogue, "number": _number,
-    "it_reference": _it_reference, "everyday": _everyday,
+    "it_reference": _it_reference, "everyday": _everyday, "referent_number": _referent_number,
 }
 
 
@@ -446,10 +470,17 @@ def sentence(rng: random.Random, lex: Lexicon, construction: str) -> str:
     return AGREEING[construction](rng, lex).text if construction in AGREEING else OTHERS[construction](rng, lex)
 
 
-def generate_sentences(n: int, seed: int, lex: Lexicon, held_out: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """n (construction, sentence) pairs, each family drawn uniformly from those not held out."""
+def _corpus_families(corpus: str) -> tuple[str, ...]:
+    if corpus not in CORPORA:
+        raise ValueError(f"unknown corpus {corpus!r}; the corpora are {', '.join(CORPORA)}")
+    return CORPORA[corpus]
+
+
+def generate_sentences(n: int, seed: int, lex: Lexicon, held_out: Sequence[str] = (),
+                       corpus: str = "english") -> list[tuple[str, str]]:
+    """n (construction, sentence) pairs, each family drawn uniformly from the corpus's (CORPORA) not held out."""
     _check(held_out)
-    families = [c for c in CONSTRUCTIONS if c not in held_out]
+    families = [c for c in _corpus_families(corpus) if c not in held_out]
     if not families:
         raise ValueError("every construction is held out: nothing is left to generate")
     rng = random.Random(seed)
@@ -457,11 +488,11 @@ def generate_sentences(n: int, seed: int, lex: Lexicon, held_out: Sequence[str] 
 
 
 def generate_texts(n: int, seed: int, lex: Lexicon, held_out: Sequence[str] = (),
-                   sentences: tuple[int, int] = (1, 4)) -> list[str]:
-    """n texts of 1-4 sentences (or `sentences`) each, from the families not held out."""
+                   sentences: tuple[int, int] = (1, 4), corpus: str = "english") -> list[str]:
+    """n texts of 1-4 sentences (or `sentences`) each, from the corpus's families not held out."""
     lengths = random.Random(f"{seed} lengths")  # its own stream: a str seed is hashed the same in every run
     counts = [lengths.randint(*sentences) for _ in range(n)]
-    pool = iter(generate_sentences(sum(counts), seed, lex, held_out))
+    pool = iter(generate_sentences(sum(counts), seed, lex, held_out, corpus))
     return [" ".join(text for _, text in (next(pool) for _ in range(count))) for count in counts]
 
 

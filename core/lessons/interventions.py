@@ -62,13 +62,15 @@ def candidate_id(tok, word: str) -> int:
 
 
 def predicting_position(model: Transformer, tokens: list[str], tok) -> int:
-    """Where the model predicts the candidates: the last token (next-token models) or the first mask."""
+    """Where the model predicts the candidates: the last token (next-token models) or the first mask (a byte-level
+    BPE shows a typed mask with the space it took: " [MASK]")."""
     if model.cfg.head == "next_token":
         return len(tokens) - 1
     mask_token = getattr(tok, "mask_token", None) or MASK
-    if mask_token not in tokens:
+    typed = [token.strip() for token in tokens]
+    if mask_token not in typed:
         raise InterventionError(f"a masked-token model predicts at a {mask_token}: put one where the candidates go")
-    return tokens.index(mask_token)
+    return typed.index(mask_token)
 
 
 def candidates(model: Transformer, recording: Recording, tok, target: str, other: str) -> Candidates:

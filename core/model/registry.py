@@ -24,7 +24,7 @@ from core.model.transformer import Transformer
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 MODELS_DIR = ASSETS / "models"
-DEFAULT_TEXT_MODEL = "lm-rope"
+DEFAULT_TEXT_MODEL = "english-long"
 TEXT_TASKS = ("grammar-lm", "grammar-mlm", "english-lm", "english-mlm", "reversal", "copy", "sort")
 USER_DIR_ENV = "ATTENTION_LAB_USER_DIR"
 USER_RUN_ORIGIN = "live training"  # card.training["origin"] of a saved user run

@@ -430,9 +430,11 @@ class Seq2SeqCard(ModelCard):
                    data.get("metrics", {}), data.get("training", {}))
 
 
-def save_seq2seq(model: Seq2SeqTransformer, card: Seq2SeqCard, directory: Path = SEQ2SEQ_DIR) -> Path:
-    """NAME.safetensors and NAME.json (never pickle) into `directory`; returns the card's path."""
-    return save_checkpoint(model, card, directory)
+def save_seq2seq(model: Seq2SeqTransformer, card: Seq2SeqCard, directory: Path = SEQ2SEQ_DIR,
+                 half: bool = False) -> Path:
+    """NAME.safetensors and NAME.json (never pickle) into `directory`; returns the card's path. half: float16
+    weights (see save_checkpoint)."""
+    return save_checkpoint(model, card, directory, half)
 
 
 def list_seq2seq_cards(directory: Path = SEQ2SEQ_DIR) -> list[Seq2SeqCard]:

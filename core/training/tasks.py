@@ -59,13 +59,14 @@ class TokenPool:
             targets[b, : self.answer_starts[i] - 1] = IGNORE
         return Batch(inputs, targets, inputs != self.tokenizer.pad_id)
 
-    def masked_token_batch(self, indices: list[int], generator: torch.Generator) -> Batch:
-        """BERT-style: 15% of the words chosen; of those 80% -> [MASK], 10% a random word, 10% kept."""
+    def masked_token_batch(self, indices: list[int], generator: torch.Generator,
+                           fraction: float = MLM_FRACTION) -> Batch:
+        """BERT-style: `fraction` of the words chosen (15 %); of those 80% -> [MASK], 10% a random word, 10% kept."""
         inputs = _pad([self.sequences[i] for i in indices], self.tokenizer.pad_id)
         valid = inputs != self.tokenizer.pad_id
         is_word = valid & (inputs != self.tokenizer.bos_id) & (inputs != self.tokenizer.eos_id)
         roll = torch.rand(inputs.shape, generator=generator)
-        chosen = is_word & (roll < MLM_FRACTION)
+        chosen = is_word & (roll < fraction)
         targets = torch.where(chosen, inputs, torch.full_like(inputs, IGNORE))
         action = torch.rand(inputs.shape, generator=generator)
         corrupted = inputs.clone()
@@ -77,16 +78,18 @@ class TokenPool:
         return Batch(corrupted, targets, valid)
 
 
-def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer | SubwordTokenizer, pack: int = 0) -> TokenPool:
+def text_pool(task: str, n: int, seed: int, tokenizer: TextTokenizer | SubwordTokenizer, pack: int = 0,
+              corpus: str = "english") -> TokenPool:
     """n examples of a text task ("grammar-lm", "grammar-mlm", "english-lm", "reversal", "copy", "sort"). With
     `pack`, each grammar or English example is as many consecutive documents as fit in `pack` tokens ([BOS] and
-    [EOS] included), so a model learns positions up to its whole context. The English corpus holds out
-    english.DEFAULT_HELD_OUT, which its out-of-template probes read (core/training/english_eval.py)."""
+    [EOS] included), so a model learns positions up to its whole context. The English corpus (english.CORPORA's
+    `corpus`) holds out english.DEFAULT_HELD_OUT, which its out-of-template probes read
+    (core/training/english_eval.py)."""
     if task.startswith("english"):
         # wordfreq, lemminflect, inflect: training time only
         from core.data.lexicon import build_lexicon
 
-        documents = english.generate_texts(n, seed, build_lexicon(), held_out=english.DEFAULT_HELD_OUT)
+        documents = english.generate_texts(n, seed, build_lexicon(), held_out=english.DEFAULT_HELD_OUT, corpus=corpus)
         return TokenPool(tokenizer, pack_documents(documents, pack, tokenizer) if pack else documents)
     if task.startswith("grammar"):
         documents = grammar.generate_documents(n, seed)

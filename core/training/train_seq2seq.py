@@ -58,6 +58,7 @@ class Seq2SeqPreset:
     clip: float = 1.0
     pool_size: int = 40000
     seed: int = 0
+    half_weights: bool = True  # stored in float16, computed in float32 (assets/ under 60 MB), measured on those
 
     def config(self, vocab: Vocabularies) -> Seq2SeqConfig:
         return Seq2SeqConfig(src_vocab_size=vocab.source.vocab_size, tgt_vocab_size=vocab.target.vocab_size,
@@ -201,21 +202,22 @@ def train_preset(preset: Seq2SeqPreset, out_dir: Path = SEQ2SEQ_DIR, progress: b
             curve.append((stats.step, round(stats.loss, 4)))
             bar.set_postfix(loss=f"{stats.loss:.3f}", lr=f"{stats.learning_rate:.1e}")
     seconds = round(time.perf_counter() - started, 1)
-    metrics = evaluate(model, translation.generate_pairs(n_heldout, HELDOUT_SEED), vocab).to_dict()
     training = {"steps": preset.steps, "batch_size": preset.batch_size, "learning_rate": preset.learning_rate,
                 "warmup": preset.warmup, "seed": preset.seed, "pool_size": preset.pool_size, "seconds": seconds,
-                "threads": torch.get_num_threads(), "parameters": model.n_parameters, "loss_curve": curve}
-    card = Seq2SeqCard(preset.name, "translation", model.cfg, preset.description, metrics={"heldout": metrics},
-                       training=training)
-    return save_seq2seq(model, card, out_dir)
+                "threads": torch.get_num_threads(), "parameters": model.n_parameters, "loss_curve": curve,
+                **({"stored": "float16"} if preset.half_weights else {})}
+    card = Seq2SeqCard(preset.name, "translation", model.cfg, preset.description, training=training)
+    path = save_seq2seq(model, card, out_dir)
+    reevaluate(preset.name, out_dir, n_heldout)  # on the weights as stored (rounded, for half_weights)
+    return path
 
 
 def reevaluate(name: str, directory: Path = SEQ2SEQ_DIR, n_heldout: int = N_HELDOUT) -> dict:
-    """Measure a saved model again and rewrite its card's metrics."""
+    """Measure a saved model again and rewrite its card's metrics (its weights stored as they were)."""
     model, card = load_seq2seq(name, directory)
     card.metrics = {"heldout": evaluate(model, translation.generate_pairs(n_heldout, HELDOUT_SEED),
                                         translation.vocabularies()).to_dict()}
-    save_seq2seq(model, card, directory)
+    save_seq2seq(model, card, directory, half=card.training.get("stored") == "float16")
     return card.metrics
 
 

@@ -254,11 +254,13 @@ def remember_model(family: str, name: str) -> None:
     st.session_state.setdefault(CHOSEN, {})[family] = name
 
 
-def model_picker(cards: list[ModelCard], default: str = registry.DEFAULT_TEXT_MODEL, on_change=None) -> ModelCard:
-    """The sidebar model picker of text models (pick_model; `on_change`: called when the class picks a model in it)
-    and what the chosen one is; stops the page with a note when there is no model yet."""
-    card = pick_model(cards, default, f"No bundled text model yet: they appear in `{models_dir()}` as training "
-                      "finishes (`python -m core.train`). Reload the page then.", TEXT_MODEL_HELP, "text", on_change)
+def model_picker(cards: list[ModelCard], default: str | None = None, on_change=None) -> ModelCard:
+    """The sidebar model picker of text models (pick_model; `default`: registry.DEFAULT_TEXT_MODEL unless given;
+    `on_change`: called when the class picks a model in it) and what the chosen one is; stops the page with a note
+    when there is no model yet."""
+    empty_note = (f"No bundled text model yet: they appear in `{models_dir()}` as training finishes "
+                  "(`python -m core.train`). Reload the page then.")
+    card = pick_model(cards, default or registry.DEFAULT_TEXT_MODEL, empty_note, TEXT_MODEL_HELP, "text", on_change)
     cfg = card.config
     st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {literal(card.description or card.task)}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "

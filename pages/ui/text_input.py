@@ -26,7 +26,7 @@ def known_words_expander(words_by_kind: dict[str, Sequence[str]], *, expanded: b
         st.markdown("\n".join(f"- **{kind}**: {literal(' '.join(words))}" for kind, words in words_by_kind.items()))
 
 
-DEFAULT_TEXT = "the keys to the old cabinet are on the table ."
+DEFAULT_TEXT = "The keys to the old box are on the chair."
 
 
 def text_help(card: ModelCard) -> str:
