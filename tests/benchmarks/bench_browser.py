@@ -125,7 +125,8 @@ DONE_JS = """([charts, needChange, errorText, quiet, selector]) => {
 
 def grammar_text(n_tokens: int, seed: int, tok=None) -> str:
     """A text of exactly n_tokens tokens with [BOS] (by `tok`, ours by default), made of grammar sentences (cut at a
-    word)."""
+    word; where the next word is more than one piece too many for a subword tokenizer, " the" fills the rest, one
+    token each)."""
     tok = tok or tokenizer()
     words: list[str] = []
     for document in generate_documents(1 + n_tokens // 8, seed):
@@ -133,13 +134,14 @@ def grammar_text(n_tokens: int, seed: int, tok=None) -> str:
     text = ""
     for count in range(1, len(words) + 1):
         candidate = " ".join(words[:count])
-        length = len(tok.encode(candidate).ids)
-        if length == n_tokens:
-            return candidate
-        if length > n_tokens:
+        if len(tok.encode(candidate).ids) > n_tokens:
             break
         text = candidate
-    raise ValueError(f"could not make exactly {n_tokens} tokens (got to {len(tok.encode(text).ids)})")
+    while len(tok.encode(text).ids) < n_tokens:
+        text += " the"
+    if len(tok.encode(text).ids) != n_tokens:
+        raise ValueError(f"could not make exactly {n_tokens} tokens (got to {len(tok.encode(text).ids)})")
+    return text
 
 
 def free_port() -> int:
