@@ -36,7 +36,7 @@ def notes(at: AppTest) -> str:
 
 def test_positions_follow_a_model_with_a_shorter_context():
     """The reported case: Positions at 99 on a 128-token model, then `sort` (32 tokens)."""
-    at = start("positions_lab.py", positions="99", similar_to="90")  # lm-rope: 128 tokens
+    at = start("positions_lab.py", model="lm-rope", positions="99", similar_to="90")  # 128 tokens
     ok(at)
     assert at.slider(key="positions").value == 99 and not notes(at)
     at.selectbox(key="model").select("sort").run()
@@ -48,7 +48,7 @@ def test_positions_follow_a_model_with_a_shorter_context():
 
 
 def test_a_link_out_of_range_is_replaced_by_a_valid_value_with_a_note():
-    at = start("positions_lab.py", positions="999", rope_pair="40")  # lm-rope: 128 tokens, K = 128 / 4 = 32
+    at = start("positions_lab.py", model="lm-rope", positions="999", rope_pair="40")  # 128 tokens, K = 128 / 4
     ok(at)
     assert at.slider(key="positions").value == 128 and at.slider(key="rope_pair").value == 15
     assert "Positions 999 is out of range" in notes(at) and "Feature pair 40" in notes(at)
