@@ -67,8 +67,8 @@ def record(args: argparse.Namespace, model, card):
     from core.lessons.interventions import head_means, reference_texts  # only a mean ablation needs them
 
     source = record_text(model, args.patch_from, mask=mask, pe=args.pe, card=card) if args.patch_from else None
-    means = (head_means(model, text_tokenizer(card), reference_texts(), mask, args.pe)
-             if intervention.needs_means else None)
+    tok = text_tokenizer(card)
+    means = head_means(model, tok, reference_texts(tok), mask, args.pe) if intervention.needs_means else None
     return record_intervened(model, args.text, intervention, source=source, means=means, mask=mask, pe=args.pe,
                              card=card)
 

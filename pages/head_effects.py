@@ -51,7 +51,8 @@ MAX_RADIO_HEADS = 24  # up to this many heads the prediction is a row of options
 def head_means(name: str, directory: str):
     """Each head's mean output over the reference texts (core.lessons.interventions.reference_texts)."""
     model, card = get_model(name, directory)
-    return lesson.head_means(model, text_tokenizer(card), lesson.reference_texts())
+    tok = text_tokenizer(card)
+    return lesson.head_means(model, tok, lesson.reference_texts(tok))
 
 
 def means_if(change: str, name: str) -> dict | None:

@@ -99,6 +99,17 @@ def test_the_shipped_tokenizer_is_what_the_corpus_teaches(tmp_path):
 
 
 @needs_lexicon
+def test_the_shipped_reference_texts_are_the_corpus_own(tmp_path):
+    """assets/reference-english.json (a mean ablation's reference for the English models, shipped because the app
+    has no lexicon packages) is rebuilt bit for bit: python -m core.data.english --reference."""
+    pytest.importorskip("wordfreq")
+    fresh = english.write_reference_texts(lexicon.build_lexicon(), tmp_path / "reference.json")
+    assert fresh.read_text() == english.REFERENCE_PATH.read_text()
+    assert english.read_reference_texts()[:3] == english.generate_texts(3, train.TRAIN_SEED, lexicon.build_lexicon(),
+                                                                       english.DEFAULT_HELD_OUT)
+
+
+@needs_lexicon
 def test_a_masked_english_model_trains_on_masks_and_is_evaluated_beside_its_baselines(tmp_path):
     pytest.importorskip("wordfreq")
     preset = replace(train.presets(TextTokenizer().vocab_size)["english-mlm"], steps=4, pool_size=200, warmup=2)

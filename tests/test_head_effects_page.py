@@ -38,7 +38,7 @@ def test_the_effects_appear_only_after_reveal_and_the_grade_is_this_runs(app):
     model, _ = load_model("lm-rope", at_models(at))
     recording = record_text(model, TEXT)
     chosen = lesson.candidates(model, recording, tokenizer(), "are", "is")
-    means = lesson.head_means(model, tokenizer(), lesson.reference_texts())
+    means = lesson.head_means(model, tokenizer(), lesson.reference_texts(tokenizer()))
     effects = lesson.ablation_effects(model, recording.meta["ids"], chosen, "mean", means=means)
     answer = lesson.graded_head(effects, "L1H1")
     grade = next(m.value for m in at.markdown if m.value.startswith("You said"))
@@ -60,7 +60,7 @@ def test_a_link_with_an_intervention_shows_the_prediction_core_computes(app, cha
     chosen = lesson.candidates(model, record_text(model, TEXT), tokenizer(), "are", "is")
     intervention = lesson.intervention_for(Head(1, 0), change, query=chosen.position, key=2)
     after = record_intervened(model, TEXT, intervention, source=record_text(model, CONTRAST),
-                              means=lesson.head_means(model, tokenizer(), lesson.reference_texts()))
+                              means=lesson.head_means(model, tokenizer(), lesson.reference_texts(tokenizer())))
     line = next(m.value for m in at.markdown if m.value.startswith("**L1H0"))
     assert f"= **{chosen.difference(after['logits']):+.2f}**" in line.split("As run")[0]
     assert any("moved_grid" in key for key in altair_keys(at))

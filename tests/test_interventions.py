@@ -12,7 +12,7 @@ from core.lessons import interventions as lessons
 from core.model.interventions import Ablation, AttentionEdit, Head, Intervention, InterventionError, Patch
 from core.model.recording import block_hook
 from core.model.registry import load_model
-from core.model.run import record_intervened, record_text, tokenizer
+from core.model.run import record_intervened, record_text, text_tokenizer, tokenizer
 from core.tokenizers.subword import SubwordTokenizer
 
 TEXT, CONTRAST = "the keys to the old cabinet", "the key to the old cabinet"
@@ -104,11 +104,23 @@ def test_zero_ablation_zeroes_the_head_and_changes_only_later_layers(bundled):
     assert not np.allclose(ablated["logits"], clean["logits"], atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["lm-rope", "english-long"])
+def test_a_mean_ablation_averages_over_texts_in_the_language_the_model_reads(name):
+    """The grammar's documents for a model of its words, broad English for a byte-level BPE model: every reference
+    text is read whole (no unknown piece), so a head's mean is over typical input, not over [UNK]s."""
+    model, card = load_model(name)
+    tok = text_tokenizer(card)
+    texts = lessons.reference_texts(tok)
+    assert len(texts) == 16 and len(set(texts)) == 16
+    assert not any(any(tok.encode(text).is_unknown) for text in texts)
+    assert (texts[0][0].isupper() and texts[0].endswith(".")) == isinstance(tok, SubwordTokenizer)  # typed English
+
+
 def test_mean_ablation_puts_the_heads_mean_output_at_every_position():
     model, card = load_model("lm-rope")
-    means = lessons.head_means(model, tokenizer(), lessons.reference_texts(4))
-    alone = [lessons.head_means(model, tokenizer(), [text]) for text in lessons.reference_texts(4)]
-    counts = [len(tokenizer().encode(text).ids) for text in lessons.reference_texts(4)]
+    means = lessons.head_means(model, tokenizer(), lessons.reference_texts(tokenizer(), 4))
+    alone = [lessons.head_means(model, tokenizer(), [text]) for text in lessons.reference_texts(tokenizer(), 4)]
+    counts = [len(tokenizer().encode(text).ids) for text in lessons.reference_texts(tokenizer(), 4)]
     expected = sum(m[Head(0, 3)] * c for m, c in zip(alone, counts, strict=True)) / sum(counts)
     torch.testing.assert_close(means[Head(0, 3)], expected, atol=1e-5, rtol=0)  # padding left out of the mean
     ablated = record_intervened(model, TEXT, Intervention(ablations=(Ablation(Head(0, 3), "mean"),)), means=means,
@@ -178,7 +190,7 @@ def test_the_batched_effects_equal_one_intervened_pass_per_head(change, monkeypa
     model, card = load_model("lm-rope")
     clean, source = record_text(model, TEXT, card=card), record_text(model, CONTRAST, card=card)
     chosen = lessons.candidates(model, clean, tokenizer(), "are", "is")
-    means = lessons.head_means(model, tokenizer(), lessons.reference_texts(4))
+    means = lessons.head_means(model, tokenizer(), lessons.reference_texts(tokenizer(), 4))
     effects = lessons.ablation_effects(model, clean.meta["ids"], chosen, change, means=means, source=source, key=2)
     for head in (Head(0, 1), Head(2, 3), Head(3, 0)):
         one = lessons.intervention_for(head, change, query=chosen.position, key=2)
@@ -271,7 +283,7 @@ def test_the_command_line_records_an_ablation_a_patch_and_an_edit(tmp_path, caps
         ablations=(Ablation(Head(1, 2), "mean"),), edits=(AttentionEdit(Head(2, 0), 5, 1),),
         patches=(Patch("head", 0, 1), Patch("resid", 2, position=3))),
         source=record_text(model, CONTRAST, card=card), card=card,
-        means=lessons.head_means(model, tokenizer(), lessons.reference_texts()))
+        means=lessons.head_means(model, tokenizer(), lessons.reference_texts(tokenizer())))
     assert main(["--model", "lm-rope", "--text", TEXT, "--ablate", "L1H2", "--ablation", "mean", "--attend",
                  "L2H0:5:1", "--patch", "L0H1", "--patch", "resid2@3", "--patch-from", CONTRAST,
                  "--out", str(tmp_path / "r")]) == 0

@@ -28,6 +28,7 @@ All randomness goes through an explicit random.Random; nothing touches the globa
 from __future__ import annotations
 
 import argparse
+import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -520,11 +521,37 @@ def build_tokenizer(lex: Lexicon, path: Path = ENGLISH_TOKENIZER_PATH, held_out:
     return path
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Reference texts: what a mean ablation averages a head's output over (core.lessons.interventions)
+# ---------------------------------------------------------------------------------------------------------
+
+REFERENCE_PATH = ENGLISH_TOKENIZER_PATH.with_name("reference-english.json")
+REFERENCE_COUNT = 16
+
+
+def reference_texts(lex: Lexicon, n: int = REFERENCE_COUNT) -> list[str]:
+    """The first n texts of the training corpus (seed TRAIN_SEED): typical of what the broad-English models read."""
+    return generate_texts(n, TRAIN_SEED, lex, DEFAULT_HELD_OUT)
+
+
+def write_reference_texts(lex: Lexicon, path: Path = REFERENCE_PATH) -> Path:
+    """Ship reference_texts at `path`, so the app (which has no lexicon packages) reads them."""
+    path.write_text(json.dumps({"texts": reference_texts(lex)}, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_reference_texts(path: Path = REFERENCE_PATH) -> list[str]:
+    """The shipped reference texts (write_reference_texts)."""
+    return json.loads(path.read_text())["texts"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.data.english", description=__doc__.splitlines()[0])
     parser.add_argument("--tokenizer", type=Path, nargs="?", const=ENGLISH_TOKENIZER_PATH,
                         help=f"learn the tokenizer from the corpus and save it (default {ENGLISH_TOKENIZER_PATH})")
     parser.add_argument("--sample", type=int, default=0, help="print this many texts of the corpus")
+    parser.add_argument("--reference", action="store_true", help=f"write the mean ablation's reference texts "
+                        f"({REFERENCE_PATH.name})")
     args = parser.parse_args(argv)
     from core.data.lexicon import build_lexicon
 
@@ -534,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     if args.tokenizer:
         print(f"wrote {build_tokenizer(lex, args.tokenizer)}")
+    if args.reference:
+        print(f"wrote {write_reference_texts(lex)}")
     return 0
 
 

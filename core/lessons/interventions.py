@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.data import grammar
+from core.data import english, grammar
 from core.model.interventions import (Ablation, AttentionEdit, Head, Intervention, InterventionError, Patch,
                                       per_copy)
 from core.model.recording import Recording, block_hook
 from core.model.transformer import Transformer
-from core.tokenizers.words import MASK
+from core.tokenizers.words import MASK, TextTokenizer
 
 CHANGES = ("zero", "mean", "patch", "attend")  # what happens to each head in ablation_effects
 MAX_BATCH_FLOATS = 2 ** 25  # one batch of intervened passes holds at most this many floats of logits
@@ -86,9 +86,13 @@ def candidates(model: Transformer, recording: Recording, tok, target: str, other
 # Mean ablation's reference
 # ---------------------------------------------------------------------------------------------------------
 
-def reference_texts(n: int = 16, seed: int = 0) -> list[str]:
-    """The texts a mean ablation averages over: documents of the generated grammar (fixed, so re-measurable)."""
-    return grammar.generate_documents(n, seed)
+def reference_texts(tok, n: int = english.REFERENCE_COUNT) -> list[str]:
+    """The n texts a mean ablation averages over, fixed so re-measurable, in the language the model reads: documents
+    of the generated grammar for a model of its words, else texts of the broad-English corpus (shipped: the app has
+    no lexicon to generate them)."""
+    if isinstance(tok, TextTokenizer):
+        return grammar.generate_documents(n, seed=0)
+    return english.read_reference_texts()[:n]
 
 
 @torch.no_grad()
