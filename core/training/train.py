@@ -205,7 +205,7 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # A second stage (polish_stage) adds what the first lacked: outlines drawn with the page's own pen, which the
     # first stage's models read as rings or crosses (canvas outlines 11-33 %), and the finest hairlines.
     vit_recipe = {"steps": 7000, "batch_size": 256, "learning_rate": 1.5e-3, "pool_size": 300000, "augment": True,
-                  "sketches": True, "polish_steps": POLISH_STEPS}
+                  "sketches": True, "polish_steps": POLISH_STEPS, "half_weights": True}
     vit_width = {"d_model": 128, "d_mlp": 512}
     items += [Preset(f"vit-{pe}", "shapes", image_config(pos_encoding=pe, **vit_width),
                      f"vision transformer on generated shapes, CLS readout, position encoding: {pe}", **vit_recipe)
