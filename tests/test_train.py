@@ -231,6 +231,25 @@ def _small_vit(polish_steps: int = 0):
                    n_layers=1), steps=4, batch_size=8, pool_size=40, warmup=2, polish_steps=polish_steps)
 
 
+def test_both_stages_at_once_round_only_the_finished_model(tmp_path, monkeypatch):
+    """With half_weights (the ViTs' recipe), the second stage goes on from the first stage's exact float32 weights;
+    only the finished model is stored in float16."""
+    import core.training.train as train
+    from safetensors.torch import load_file
+    monkeypatch.setattr(train, "POLISH_POOL", 40)
+    preset = _small_vit(polish_steps=2)
+    assert preset.half_weights
+    starts = []
+    original_trained = train._trained
+    monkeypatch.setattr(train, "_trained", lambda model, p, *a: starts.append(
+        {k: v.clone() for k, v in model.state_dict().items()}) or original_trained(model, p, *a))
+    path = train.train_preset(preset, tmp_path, progress=False)
+    first_end = starts[1]  # what the second stage started from
+    assert any(not torch.equal(v, v.half().float()) for v in first_end.values() if v.is_floating_point())
+    stored = load_file(path.with_suffix(".safetensors"))
+    assert all(v.dtype == torch.float16 for v in stored.values() if v.is_floating_point())
+
+
 def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_path, monkeypatch):
     """A preset with polish_steps trains its first stage, then that many steps more from those weights on the
     polish mix at a tenth of the peak rate; a seed trained with the first stage alone gets only the second."""

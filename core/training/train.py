@@ -438,7 +438,8 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
     training = {**first.recipe(), **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
     card = ModelCard(first.name, first.task, first.config, first.description, training=training)
-    path = save_checkpoint(model.cpu(), card, out_dir, half=preset.half_weights)
+    # a second stage goes on from the exact weights; only the finished model is rounded (half_weights)
+    path = save_checkpoint(model.cpu(), card, out_dir, half=preset.half_weights and not preset.polish_steps)
     return polish(path, preset, progress, device) if preset.polish_steps else path
 
 
