@@ -1,10 +1,10 @@
 """Record one forward pass of a bundled model on a text, from the command line (from Python: core.model.run).
 
-    python -m core.record --model lm-rope --text "The keys to the old box are" --out rec.npz
+    python -m core.record --model lm-rope --text "The keys near the student are" --out rec.npz
     python -m core.record --list
-    python -m core.record --model hf:gpt2 --text "The keys to the old box are" --out rec.npz   # a pretrained one
-    python -m core.record --text "The keys to the old box" --ablate L1H2 --out rec.npz         # an intervention
-    python -m core.record --text "The keys to the old box" --patch L0H1 --patch-from "The key to the old box" ...
+    python -m core.record --model hf:gpt2 --text "The keys near the student are" --out rec.npz   # a pretrained one
+    python -m core.record --text "The keys near the student" --ablate L1H2 --out rec.npz         # an intervention
+    python -m core.record --text "The keys near the student" --patch L0H1 --patch-from "The key near the student" ...
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from pages.ui.models import any_text_model_picker, get_model, models_dir  # noqa
 from pages.ui.presentation import font_scale  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.store import Setting, get_recording, record_in_turn, shared_result  # noqa: E402
-from pages.ui.text_input import token_choices, unknown_warning  # noqa: E402
+from pages.ui.text_input import shown_token, token_choices, unknown_warning  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range, layer_head_picker  # noqa: E402
 
 CHANGES = {
@@ -117,7 +117,7 @@ def prediction_line(chosen: lesson.Candidates, logits: np.ndarray, vocab_of) -> 
     predicted = lesson.prediction(logits, chosen)
     a, b = literal(chosen.target), literal(chosen.other)
     return (f"ℓ({a}) − ℓ({b}) = **{predicted.difference:+.2f}** · p({a}) {predicted.p_target:.1%} · "
-            f"p({b}) {predicted.p_other:.1%} · likeliest: **{literal(vocab_of(predicted.likeliest))}**")
+            f"p({b}) {predicted.p_other:.1%} · likeliest: **{shown_token(vocab_of(predicted.likeliest))}**")
 
 
 def candidate_inputs(model: Transformer):
@@ -189,7 +189,7 @@ except InterventionError as error:
     st.stop()
 contrast_run = get_recording(Setting(card.name), contrast)
 contrast_tokens = contrast_run.meta["tokens"] if not isinstance(contrast_run, str) else []
-reads = f"after {literal(tokens[chosen.position])!s}" if model.cfg.head == "next_token" else "at the mask"
+reads = f"after {shown_token(tokens[chosen.position])}" if model.cfg.head == "next_token" else "at the mask"
 st.markdown(f"**The model's prediction {reads}:** " + prediction_line(chosen, base["logits"], tok.id_to_token))
 
 cfg = model.cfg
@@ -203,7 +203,7 @@ with col_grid:
                         font_scale=font_scale()), "attention_grid")
 with col_note:
     st.caption(f"Each cell: how much that head's query at token {chosen.position} "
-               f"({literal(tokens[chosen.position])}) reads token {subject} ({literal(tokens[subject])}), its "
+               f"({shown_token(tokens[chosen.position])}) reads token {subject} ({shown_token(tokens[subject])}), its "
                "attention weight. **Click a head** to change it in step 3.")
 
 st.subheader("2 · Predict")

@@ -41,7 +41,7 @@ from pages.ui.models import bundled_model_picker, get_model, models_dir  # noqa:
 from pages.ui.presentation import chart, font_scale  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.store import shared_result  # noqa: E402
-from pages.ui.text_input import DEFAULT_TEXT  # noqa: E402
+from pages.ui.text_input import DEFAULT_TEXT, shown_token  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
 MAX_EDIT_TOKENS = 32  # the editable grid stays clickable up to here
@@ -160,7 +160,7 @@ def mask_section(card) -> None:
                    f"{len(cells)} cell{'s' * (len(cells) != 1)} switched from the {preset.kind} preset.")
     empty = fully_masked_rows(allowed)
     if empty:
-        st.warning(f"Query {', '.join(f'{i} ({literal(tokens[i])})' for i in empty)} may attend to **no key**"
+        st.warning(f"Query {', '.join(f'{i} ({shown_token(tokens[i])})' for i in empty)} may attend to **no key**"
                    + (": its attention row is all zeros, so nothing flows into it from attention (only its own "
                       "residual stream)." if revealed("predict_empty_row") else
                       ". What does its attention row become? Predict below, then reveal."),
@@ -193,7 +193,7 @@ def mask_section(card) -> None:
         rows = np.stack([checked.pattern(m)[:, query] for m in range(checked.n_layers)])  # [M, H, N]
         where = "in the mask above" if empty else "with every key switched off for this check"
         show_grade(prediction, empty_row(rows, EMPTY_ROW_OPTIONS),
-                   f"query {query} ({literal(tokens[query])}), {where}, gets a row summing to "
+                   f"query {query} ({shown_token(tokens[query])}), {where}, gets a row summing to "
                    f"**{np.nansum(rows, axis=-1).max():.3g}** in every layer and head (largest weight "
                    f"{np.nanmax(np.abs(rows)):.3g}, {int(np.isnan(rows).sum())} NaN)")
         st.markdown("The softmax has no allowed score to normalise, so the model gives that query no weight on any "
@@ -218,7 +218,7 @@ def incremental_section(recording: Recording, change: np.ndarray, allowed: torch
     st.header("2 · Append a token: what changes?")
     tokens = recording.meta["tokens"]
     st.markdown(f"Seed 001 §4.1: run the model on the first {len(tokens) - 1} tokens, then append "
-                f"**{literal(tokens[-1])}** and run it again, with the mask above. Which earlier tokens' representations "
+                f"**{shown_token(tokens[-1])}** and run it again, with the mask above. Which earlier tokens' representations "
                 "change?")
 
     def reveal(prediction: str | None) -> None:
@@ -285,7 +285,7 @@ def generation_section(card) -> None:
     step = int(st.slider("Show the model after step", 0, len(generation.steps), len(generation.steps), key="step",
                          bind=BIND, help="0: the prompt only; s: after the s-th generated token was read."))
     words = [f"**:orange[{t}]**" if i == p + step - 1 and step else (f":blue[{t}]" if i >= p else t)
-             for i, t in enumerate(map(literal, tokens[: p + step]))]
+             for i, t in enumerate(map(shown_token, tokens[: p + step]))]
     st.markdown("Text so far: " + " ".join(words) + (" " + "·" * 3 if step < len(generation.steps) else ""))
     cfg = card.config
     col_attention, col_choice = st.columns([1.5, 1], gap="large")
@@ -314,8 +314,8 @@ def generation_section(card) -> None:
             rule = "greedy: the argmax" if sampling.greedy else (
                 f"T = {sampling.temperature:g}, top-k {sampling.top_k or 'off'}, top-p {sampling.top_p:g}, "
                 f"seed {sampling.seed}")
-            st.markdown(f"**Step {step}:** after *{literal(tokens[p + step - 2])}*, chose "
-                        f"**{literal(tokens[p + step - 1])}** ({rule})")
+            st.markdown(f"**Step {step}:** after *{shown_token(tokens[p + step - 2])}*, chose "
+                        f"**{shown_token(tokens[p + step - 1])}** ({rule})")
             chart(next_token_bars(labels, choice.probs[ids], choice.kept[ids], list(ids).index(choice.token),
                                   sampling),
                   key="choice_chart", filename=f"{card.name}_step{step}_choice", zoom=False)

@@ -39,8 +39,8 @@ from pages.ui.presentation import model_name  # noqa: E402
 from pages.ui.safety import literal, show_input_error  # noqa: E402
 from pages.ui.score import HEAVIEST_KEY, score_breakdown  # noqa: E402
 from pages.ui.store import Recorded, Setting, get_recording, slow_note  # noqa: E402
-from pages.ui.text_input import (DEFAULT_TEXT, offer_fitting_start, text_help, token_choices,  # noqa: E402
-                                 unknown_warning)
+from pages.ui.text_input import (DEFAULT_TEXT, offer_fitting_start, shown_token, text_help,  # noqa: E402
+                                 token_choices, unknown_warning)
 from pages.ui.toggles import (APPLY_LABELS, MASK_CHOICES, OWN, ablation_encodings, chosen_setting,  # noqa: E402
                               resend_on_model_change, trained_encodings)
 from pages.ui.widgets import BIND, keep_in_range, keep_in_url, layer_head_picker, notation_switch  # noqa: E402
@@ -476,7 +476,7 @@ def explorer(card, cards, text: str, notation: str) -> None:
         return
     tokens, unknown = recording.meta["tokens"], recording.meta["unknown"]
     shown_tokens = " ".join(plain_token_labels(tokens, unknown))
-    counted = f"**{len(tokens)} tokens** (with {literal(tokens[0])} first)"
+    counted = f"**{len(tokens)} tokens** (with {shown_token(tokens[0])} first)"
     if len(tokens) <= INLINE_TOKENS:
         st.markdown(f"{counted}: {literal(shown_tokens)}")
     else:  # a long text's tokens would push the charts a screen down

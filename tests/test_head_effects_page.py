@@ -80,7 +80,7 @@ def test_bad_input_is_a_clear_message(app, params, message):
 
 
 def test_a_patch_between_texts_of_other_lengths_says_why_and_the_rest_of_the_page_stays(app):
-    at = app(PAGE, model="lm-rope", intervene="L0H1", change="patch", contrast="The key to the box")
+    at = app(PAGE, model="lm-rope", intervene="L0H1", change="patch", contrast="The key to the old box")
     assert not at.exception
     assert "as many tokens" in at.error[0].value
     assert any("attention_grid" in key for key in altair_keys(at))
@@ -107,3 +107,17 @@ def test_the_grade_accepts_a_near_tie_and_names_the_strongest_otherwise():
     assert lesson.graded_head(effects, "L1H0") == Head(0, 0)
     assert lesson.graded_head(effects, None) == Head(0, 0)
     assert lesson.graded_head(effects, "nonsense") == Head(0, 0)
+
+
+def test_a_subword_token_is_shown_with_its_space_visible(monkeypatch):
+    """The bundled English default reads " student" and predicts pieces like " were": the page writes their space as
+    ␣ (as the charts do), so bold around a piece still renders (markdown ignores "** were**") and no space vanishes."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.delenv("ATTENTION_LAB_MODELS_DIR", raising=False)
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    ok(at)
+    line = next(m.value for m in at.markdown if m.value.startswith("**The model's prediction"))
+    assert "after ␣student" in line
+    likeliest = line.split("likeliest: ")[1]
+    assert likeliest.startswith("**") and not likeliest.startswith("** ") and " **" not in likeliest.rstrip()

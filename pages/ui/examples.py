@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from core.tokenizers.words import MASK
 
-ATTRACTOR = "The keys to the old box"  # a plural subject, a singular noun nearer the verb: "are" follows, not "is"
-ATTRACTOR_CONTRAST = "The key to the old box"  # the same tokens but the subject's number
+# A plural subject, a singular noun nearer the verb: "are" follows, not "is". The last word must end a word for the
+# BPE: after " box" the English models predict "es" or "ed" (p(are) 0.001); after " student" the verb (0.24).
+ATTRACTOR = "The keys near the student"
+ATTRACTOR_CONTRAST = "The key near the student"  # the same tokens but the subject's number
 
 
 def with_masked_verb(subject: str) -> str:

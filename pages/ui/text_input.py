@@ -67,6 +67,14 @@ def offer_fitting_start(text: str, cards: Sequence[ModelCard], key: str = "text"
         st.rerun(scope="app")  # a fragment's button: the text box outside it shows the shorter text
 
 
+def shown_token(token: str) -> str:
+    """A token in markdown as the charts label it (a space as ␣, an invisible character as its escape), escaped as
+    typed text: "**" around the BPE's " were" would show its asterisks, and a bare space would vanish."""
+    from core.figures.attention import plain_token_labels  # figures import plotly: only if needed
+
+    return literal(plain_token_labels([token])[0])
+
+
 def token_choices(tokens: list[str], unknown: list[bool]) -> list[str]:
     """"n: token" for every token, as plain text, for a token picker's options: a widget shows text as it is, so
     an escaped label would show as `⟨&lt;⟩` (core.figures.attention.plain_token_labels); markdown gets the escaped
