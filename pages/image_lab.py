@@ -130,7 +130,7 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
     cfg = card.config
     rows = cfg.image_size // cfg.patch_size
     readout = "CLS token at n = 0" if cfg.uses_cls else "mean over all tokens (no CLS)"
-    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**, readout: {readout}. "
+    st.sidebar.caption(f"Task {literal(card.task)}, position encoding **{cfg.pos_encoding}**, readout: {readout}. "
                        f"{card.description}  \n{cfg.image_size}×{cfg.image_size} image, {cfg.patch_size}×"
                        f"{cfg.patch_size} patches ({rows}×{rows} = {cfg.n_patches}) · M={cfg.n_layers} layers · "
                        f"H={cfg.n_heads} heads · D={cfg.d_model}  \n"

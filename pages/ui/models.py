@@ -262,7 +262,9 @@ def model_picker(cards: list[ModelCard], default: str | None = None, on_change=N
                   "(`python -m core.train`). Reload the page then.")
     card = pick_model(cards, default or registry.DEFAULT_TEXT_MODEL, empty_note, TEXT_MODEL_HELP, "text", on_change)
     cfg = card.config
-    st.sidebar.caption(f"**{card.task}**, position encoding **{cfg.pos_encoding}**: {literal(card.description or card.task)}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
+    # the task in words, not bold like a model's name: english-long's task is "english-lm", a model's name too
+    st.sidebar.caption(f"Task {literal(card.task)}, position encoding **{cfg.pos_encoding}**: "
+                       f"{literal(card.description or card.task)}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
                        f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
                        f"encoding {cfg.pos_encoding}  \nHeld-out: {registry.quality(card) or 'not evaluated'}")
     return card
