@@ -222,10 +222,11 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
     # Its siblings, trained the same way with another encoding: the explorer's "trained model" toggle lands on them
-    # (the same task first), not on a grammar model that reads English as [UNK].
+    # (the same task first), not on a grammar model that reads English as [UNK]. RoPE's, the one far below 90 % out of
+    # the templates, is compared over three seeds: its failure is the encoding's, not one seed's (69, 78 and 69 %).
     items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
                      f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}",
-                     **english_recipe) for pe in ENGLISH_SIBLINGS]
+                     seeds=COMPARED_SEEDS if pe == "rope" else (), **english_recipe) for pe in ENGLISH_SIBLINGS]
     # The default text model: english-lm's recipe on texts packed to 512 tokens (8 a step: the same tokens a step,
     # from twice the pool), so every position the explorer's 512-token texts reach was trained.
     items.append(Preset("english-long", "english-lm", text_config(subword.VOCAB_SIZE, max_len=512),
