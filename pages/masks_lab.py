@@ -218,8 +218,8 @@ def incremental_section(recording: Recording, change: np.ndarray, allowed: torch
     st.header("2 · Append a token: what changes?")
     tokens = recording.meta["tokens"]
     st.markdown(f"Seed 001 §4.1: run the model on the first {len(tokens) - 1} tokens, then append "
-                f"**{shown_token(tokens[-1])}** and run it again, with the mask above. Which earlier tokens' representations "
-                "change?")
+                f"**{shown_token(tokens[-1])}** and run it again, with the mask above. Which earlier tokens' "
+                "representations change?")
 
     def reveal(prediction: str | None) -> None:
         changed, total = int((change[-1] > ROUNDING).sum()), change.shape[1]

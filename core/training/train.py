@@ -124,7 +124,7 @@ POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
-ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's siblings (itself: learned positions)
+ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
 
 
 def first_stage(preset: Preset) -> Preset:

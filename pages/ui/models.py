@@ -264,7 +264,7 @@ def model_picker(cards: list[ModelCard], default: str | None = None, on_change=N
     cfg = card.config
     # the task in words, not bold like a model's name: english-long's task is "english-lm", a model's name too
     st.sidebar.caption(f"Task {literal(card.task)}, position encoding **{cfg.pos_encoding}**: "
-                       f"{literal(card.description or card.task)}  \nM={cfg.n_layers} layers · H={cfg.n_heads} heads · "
-                       f"D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
+                       f"{literal(card.description or card.task)}  \nM={cfg.n_layers} layers · "
+                       f"H={cfg.n_heads} heads · D={cfg.d_model} · context {cfg.max_len} tokens · mask {cfg.mask} · "
                        f"encoding {cfg.pos_encoding}  \nHeld-out: {registry.quality(card) or 'not evaluated'}")
     return card
