@@ -328,6 +328,28 @@ def test_a_few_steps_of_training_lower_the_loss():
     assert result.alignment.shape == (1, 2) and 0 <= result.chance < 1 and 0 <= result.token_accuracy <= 1
 
 
+def test_a_trained_model_is_measured_on_its_weights_as_stored(tmp_path, monkeypatch):
+    """half_weights (tailish's recipe): the weights are stored in float16, and the card's held-out figures are those
+    of the stored (rounded) weights, not of the float32 ones that trained."""
+    from safetensors.torch import load_file
+
+    import core.training.train_seq2seq as train_seq2seq
+
+    measured_weights = []
+    original_evaluate = train_seq2seq.evaluate
+    monkeypatch.setattr(train_seq2seq, "evaluate", lambda model, *a, **k: measured_weights.append(
+        [p.detach().clone() for p in model.parameters()]) or original_evaluate(model, *a, **k))
+    preset = PRESETS["tiny-test"]
+    assert preset.half_weights
+    path = train_seq2seq.train_preset(preset, tmp_path, progress=False, n_heldout=40)
+    assert len(measured_weights) == 1 and all(torch.equal(p, p.half().float()) for p in measured_weights[0])
+    stored = load_file(path.with_suffix(".safetensors"))
+    assert all(v.dtype == torch.float16 for v in stored.values() if v.is_floating_point())
+    model, card = load_seq2seq(preset.name, tmp_path)
+    measured = evaluate(model, generate_pairs(40, HELDOUT_SEED), translation.vocabularies()).to_dict()
+    assert card.metrics["heldout"] == json.loads(json.dumps(measured)) and card.training["stored"] == "float16"
+
+
 def test_make_batch_pads_and_aligns_eos_to_eos():
     vocab = translation.vocabularies()
     pairs = generate_pairs(3, TRAIN_SEED)

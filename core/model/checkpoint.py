@@ -48,6 +48,11 @@ def save_checkpoint(model: Transformer, card: ModelCard, directory: Path, half: 
     state = {name: (tensor.half() if half and tensor.is_floating_point() else tensor).detach().contiguous()
              for name, tensor in model.state_dict().items()}
     save_file(state, directory / f"{card.name}.safetensors")
+    return write_card(card, directory)
+
+
+def write_card(card: ModelCard, directory: Path) -> Path:
+    """Write NAME.json alone into `directory` (the weights beside it untouched); returns its path."""
     path = directory / f"{card.name}.json"
     path.write_text(json.dumps(card.to_dict(), indent=2) + "\n")
     return path
@@ -68,4 +73,4 @@ def load_checkpoint(card_path: Path) -> tuple[Transformer, ModelCard]:
 def update_metrics(card_path: Path, metrics: dict[str, Any]) -> None:
     card = read_card(card_path)
     card.metrics = metrics
-    card_path.write_text(json.dumps(card.to_dict(), indent=2) + "\n")
+    write_card(card, card_path.parent)

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from core.data import translation
 from core.data.translation import HELDOUT_SEED, TRAIN_SEED, Pair, Vocabularies
+from core.model.checkpoint import write_card
 from core.model.seq2seq import (SEQ2SEQ_DIR, Seq2SeqCard, Seq2SeqConfig, Seq2SeqTransformer, alignment_mass,
                                 load_seq2seq, save_seq2seq)
 from core.model.transformer import Recorder
@@ -207,17 +208,17 @@ def train_preset(preset: Seq2SeqPreset, out_dir: Path = SEQ2SEQ_DIR, progress: b
                 "threads": torch.get_num_threads(), "parameters": model.n_parameters, "loss_curve": curve,
                 **({"stored": "float16"} if preset.half_weights else {})}
     card = Seq2SeqCard(preset.name, "translation", model.cfg, preset.description, training=training)
-    path = save_seq2seq(model, card, out_dir)
+    path = save_seq2seq(model, card, out_dir, half=preset.half_weights)
     reevaluate(preset.name, out_dir, n_heldout)  # on the weights as stored (rounded, for half_weights)
     return path
 
 
 def reevaluate(name: str, directory: Path = SEQ2SEQ_DIR, n_heldout: int = N_HELDOUT) -> dict:
-    """Measure a saved model again and rewrite its card's metrics (its weights stored as they were)."""
+    """Measure a saved model again, on its weights as stored, and rewrite its card's metrics (the card alone)."""
     model, card = load_seq2seq(name, directory)
     card.metrics = {"heldout": evaluate(model, translation.generate_pairs(n_heldout, HELDOUT_SEED),
                                         translation.vocabularies()).to_dict()}
-    save_seq2seq(model, card, directory, half=card.training.get("stored") == "float16")
+    write_card(card, directory)
     return card.metrics
 
 
