@@ -529,14 +529,11 @@ REFERENCE_PATH = ENGLISH_TOKENIZER_PATH.with_name("reference-english.json")
 REFERENCE_COUNT = 16
 
 
-def reference_texts(lex: Lexicon, n: int = REFERENCE_COUNT) -> list[str]:
-    """The first n texts of the training corpus (seed TRAIN_SEED): typical of what the broad-English models read."""
-    return generate_texts(n, TRAIN_SEED, lex, DEFAULT_HELD_OUT)
-
-
 def write_reference_texts(lex: Lexicon, path: Path = REFERENCE_PATH) -> Path:
-    """Ship reference_texts at `path`, so the app (which has no lexicon packages) reads them."""
-    path.write_text(json.dumps({"texts": reference_texts(lex)}, indent=2, ensure_ascii=False) + "\n")
+    """Ship the first REFERENCE_COUNT texts of the training corpus (seed TRAIN_SEED, typical of what the
+    broad-English models read) at `path`, so the app (which has no lexicon packages) reads them."""
+    texts = generate_texts(REFERENCE_COUNT, TRAIN_SEED, lex, DEFAULT_HELD_OUT)
+    path.write_text(json.dumps({"texts": texts}, indent=2, ensure_ascii=False) + "\n")
     return path
 
 
