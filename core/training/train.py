@@ -18,7 +18,6 @@ Every step reports the loss, the accuracy, the rate and the gradient norm, in to
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -33,7 +32,7 @@ from tqdm import tqdm
 
 from core.data import english
 from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, POLISH_MIX, SKETCH_MIX
-from core.model.checkpoint import ModelCard, load_checkpoint, read_card, save_checkpoint
+from core.model.checkpoint import ModelCard, load_checkpoint, read_card, save_checkpoint, write_card
 from core.model.config import ConfigError, ModelConfig
 from core.model.registry import MODELS_DIR
 from core.model.transformer import Transformer
@@ -125,7 +124,7 @@ POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
-ENGLISH_SEEDED = ("rope", "none", "relative")  # the siblings trained at COMPARED_SEEDS so far (each seed about an hour of a core)
+ENGLISH_SEEDED = ("rope", "none", "relative")  # the siblings trained at COMPARED_SEEDS so far (an hour a seed)
 
 
 def first_stage(preset: Preset) -> Preset:
@@ -223,9 +222,9 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
     # Its siblings, trained the same way with another encoding: the explorer's "trained model" toggle lands on them
-    # (the same task first), not on a grammar model that reads English as [UNK]. RoPE's, the one far below 90 % out of
-    # the templates, is compared over three seeds: its failure is the encoding's, not one seed's (69, 78 and 69 %).
-    # The one without any encoding too (93, 91 and 92.5 %), and the relative-bias one (92, 85.5 and 90 %).
+    # (the same task first), not on a grammar model that reads English as [UNK]. Those in ENGLISH_SEEDED are compared
+    # over three seeds (each seed's figures in its card): RoPE's failure out of the templates is the encoding's, not
+    # one seed's.
     items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
                      f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}",
                      seeds=COMPARED_SEEDS if pe in ENGLISH_SEEDED else (), **english_recipe) for pe in ENGLISH_SIBLINGS]
@@ -491,9 +490,7 @@ def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, se
     shutil.copyfile(source, out_dir / source.name)
     card = read_card(source.with_suffix(".json"))
     card.metrics = {**per_seed[chosen], **seed_summary(per_seed), "shipped_seed": chosen}
-    path = out_dir / f"{preset.name}.json"
-    path.write_text(json.dumps(card.to_dict(), indent=2) + "\n")
-    return path
+    return write_card(card, out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
