@@ -168,6 +168,26 @@ def test_evaluation_keeps_the_seed_figures_where_only_the_shipped_weights_are_he
     assert metrics["headline"] == trained["headline"]  # the shipped seed, measured again
 
 
+def test_runs_in_parallel_train_and_ship_the_same_models_as_one_after_another(tmp_path):
+    """--jobs 2: each seed of a preset is a run in a worker process of its own, then the median seed is shipped; the
+    weights and figures are those of training the seeds one after another (a run depends on its recipe and seed)."""
+    from safetensors.torch import load_file
+
+    import core.training.train as train
+    table = presets(TextTokenizer().vocab_size)
+    one_after_another = train.train_seeds(table["tiny-test"], [0, 1], tmp_path / "a", tmp_path / "a-seeds",
+                                          progress=False)
+    assert train.main(["--preset", "tiny-test", "--seeds", "0", "1", "--jobs", "2", "--threads", "1",
+                       "--out", str(tmp_path / "b"), "--seeds-dir", str(tmp_path / "b-seeds")]) == 0
+    parallel = tmp_path / "b" / "tiny-test.json"
+    assert read_card(parallel).metrics == read_card(one_after_another).metrics
+    for seed in (0, 1):
+        seed_card = tmp_path / "b-seeds" / f"seed-{seed}" / "tiny-test.json"
+        assert train.trained_with(seed_card, replace(table["tiny-test"], seed=seed))
+    a, b = (load_file(path.with_suffix(".safetensors")) for path in (one_after_another, parallel))
+    assert a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+
+
 def test_train_all_reproduces_each_compared_model_from_its_seeds(monkeypatch, tmp_path):
     """--all trains every bundled preset; the models the toggles compare and english-lm are each the median of three
     seeds, the others one run. Every shipped card was made that way (its seeds are the preset's)."""

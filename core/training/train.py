@@ -467,23 +467,25 @@ def trained_with(card_path: Path, preset: Preset) -> bool:
             and card.training.get("polish_steps", 0) == preset.polish_steps)
 
 
-def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
-                progress: bool = True, device: str = "cpu") -> Path:
-    """Train the preset once per seed (into seeds_dir/seed-K/), evaluate each on held-out data, and ship the median
-    seed's model into out_dir with every seed's figures, their mean and spread in its card. Returns its card's path."""
+def train_seed(preset: Preset, seed: int, seeds_dir: Path = SEEDS_DIR, progress: bool = True,
+               device: str = "cpu") -> dict:
+    """Train the preset with `seed` into seeds_dir/seed-K/, unless a model of exactly that recipe is there (one trained
+    with the first stage alone gets only the second), and evaluate it on held-out data; returns its figures."""
+    seeded = replace(preset, seed=seed)
+    path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
+    if not trained_with(path, seeded):
+        lacks_second = seeded.polish_steps and trained_with(path, first_stage(seeded))
+        path = (polish(path, seeded, progress, device) if lacks_second
+                else train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device))
+    return evaluate_card(path, tokenizer_for(preset))
+
+
+def ship_median(preset: Preset, per_seed: dict[int, dict], out_dir: Path = MODELS_DIR,
+                seeds_dir: Path = SEEDS_DIR) -> Path:
+    """Copy the median seed's model (by per_seed, each seed's figures) from seeds_dir into out_dir, with every seed's
+    figures, their mean and spread in its card. Returns its card's path."""
     import shutil
 
-    tokenizer = tokenizer_for(preset)
-    per_seed = {}
-    for seed in seeds:
-        seeded = replace(preset, seed=seed)
-        path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
-        if not trained_with(path, seeded):
-            # a seed trained with the first stage alone gets the second; any other is trained afresh
-            lacks_second = seeded.polish_steps and trained_with(path, first_stage(seeded))
-            path = (polish(path, seeded, progress, device) if lacks_second
-                    else train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device))
-        per_seed[seed] = evaluate_card(path, tokenizer)
     chosen = median_seed(per_seed)
     source = seeds_dir / f"seed-{chosen}" / f"{preset.name}.safetensors"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -491,6 +493,38 @@ def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, se
     card = read_card(source.with_suffix(".json"))
     card.metrics = {**per_seed[chosen], **seed_summary(per_seed), "shipped_seed": chosen}
     return write_card(card, out_dir)
+
+
+def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
+                progress: bool = True, device: str = "cpu") -> Path:
+    """Train and evaluate the preset once per seed (train_seed), and ship the median seed (ship_median)."""
+    per_seed = {seed: train_seed(preset, seed, seeds_dir, progress, device) for seed in seeds}
+    return ship_median(preset, per_seed, out_dir, seeds_dir)
+
+
+def _job(preset: Preset, seed: int | None, out_dir: Path, seeds_dir: Path, device: str, threads: int) -> dict | Path:
+    """One run of train_in_parallel, in a worker process: a seed's figures (train_seed), or a one-run preset's card."""
+    if threads:
+        torch.set_num_threads(threads)
+    if seed is None:
+        return train_preset(preset, out_dir, progress=False, device=device)
+    return train_seed(preset, seed, seeds_dir, progress=False, device=device)
+
+
+def train_in_parallel(runs: list[tuple[Preset, tuple[int, ...]]], jobs: int, out_dir: Path = MODELS_DIR,
+                      seeds_dir: Path = SEEDS_DIR, device: str = "cpu", threads: int = 1) -> list[Path]:
+    """Train every (preset, seeds) of `runs`, `jobs` runs at a time in worker processes (each seed of a preset is a
+    run of its own), then ship each seeded preset's median seed: the same models as one after another, since a run
+    depends only on its recipe and seed (on a GPU, several processes share the device). Returns the cards' paths."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+        futures = {(preset.name, seed): pool.submit(_job, preset, seed, out_dir, seeds_dir, device, threads)
+                   for preset, seeds in runs for seed in (seeds or (None,))}
+        done = {key: future.result() for key, future in futures.items()}
+    return [ship_median(preset, {seed: done[preset.name, seed] for seed in seeds}, out_dir, seeds_dir) if seeds
+            else done[preset.name, None] for preset, seeds in runs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -507,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", help="train once per seed (into assets/seeds/seed-K/), "
                         "evaluate each and ship the median seed with every seed's figures (default: the preset's "
                         "own seeds, e.g. 0 1 2 for the compared models, else one run)")
+    parser.add_argument("--jobs", type=int, default=1, help="train this many runs at a time, each seed a run of its "
+                        "own, in worker processes of --threads threads each (default 1: one after another)")
     args = parser.parse_args(argv)
     table = presets(TextTokenizer().vocab_size)
     if args.list:
@@ -518,11 +554,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in names if name not in table]
     if unknown or not names:
         parser.error(f"unknown preset(s): {', '.join(unknown)}" if unknown else "give --preset NAME or --all")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    runs = [(table[name], tuple(args.seeds or table[name].seeds)) for name in names]
+    if args.jobs > 1:
+        for path in train_in_parallel(runs, args.jobs, args.out, args.seeds_dir, args.device, args.threads or 1):
+            print(f"saved {path}")
+        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
-    for name in names:
-        preset = table[name]
-        seeds = args.seeds or preset.seeds
+    for preset, seeds in runs:
         path = (train_seeds(preset, list(seeds), args.out, seeds_dir=args.seeds_dir, device=args.device) if seeds
                 else train_preset(preset, args.out, device=args.device))
         print(f"saved {path}")
