@@ -50,12 +50,14 @@ def bundled(name: str):
     return load_model(name)
 
 
-def test_every_bundled_model_has_its_presets_configuration_and_task():
-    """`python -m core.train --all` rebuilds each bundled model as configured (lm-rope-long's 1024-token context too)."""
+def test_every_bundled_model_has_its_presets_configuration_task_and_description():
+    """`python -m core.train --all` rebuilds each bundled model as configured (lm-rope-long's 1024-token context too),
+    and the sidebar's caption describes it as its preset does (english-rope's random strides)."""
     recipes = presets(TextTokenizer().vocab_size)
     for name, card in BUNDLED.items():
         if name in recipes:
-            assert (card.config, card.task) == (recipes[name].config, recipes[name].task), name
+            assert (card.config, card.task, card.description) == (
+                recipes[name].config, recipes[name].task, recipes[name].description), name
 
 
 def test_every_bundled_model_was_trained_with_its_presets_recipe():
@@ -63,7 +65,7 @@ def test_every_bundled_model_was_trained_with_its_presets_recipe():
     without its model retrained fails here. A card older than an optimiser option lacks its key (the option's
     default then: test_train's test_the_bundled_recipe_trains_exactly_as_before_the_optimiser_options); the keys a
     recipe holds only when they differ from the default (pack, stored, corpus, ...) must match both ways."""
-    optional = {"pack", "augment", "sketches", "polish_steps", "stored", "corpus", "mask_fraction"}
+    optional = {"pack", "augment", "sketches", "polish_steps", "stored", "corpus", "mask_fraction", "random_strides"}
     recipes = presets(TextTokenizer().vocab_size)
     for name, card in BUNDLED.items():
         if name in recipes:

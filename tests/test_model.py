@@ -125,6 +125,24 @@ def test_rope_scores_depend_only_on_the_offset():
     assert not np.allclose(np.diagonal(scores[0], 0)[0], np.diagonal(scores[0], 5)[0])
 
 
+def test_rope_at_other_positions_scores_by_their_differences():
+    """Training with random strides (Preset.random_strides) feeds RoPE positions other than 0..N-1: the scores are
+    then those of the tokens' position differences, and no other encoding or a cached pass takes positions."""
+    from core.model.positions import random_stride_positions
+    model = text_model(pos_encoding="rope", mask="none", head="masked_token")
+    positions = random_stride_positions(16, torch.Generator().manual_seed(0))
+    assert positions[0] == 0 and set((positions[1:] - positions[:-1]).tolist()) == {1, 2}
+    with torch.no_grad():
+        strided = model(torch.full((1, 16), 7), positions=positions, record=True).recordings[0].scores(0)
+    plain = record(model, torch.full((1, 40), 7)).scores(0)  # [H, 40, 40]: the same content at 0..39
+    np.testing.assert_allclose(strided, plain[:, positions][:, :, positions], atol=1e-4)
+    assert not np.allclose(strided, plain[:, :16, :16], atol=1e-3)
+    with pytest.raises(ValueError, match="turn RoPE's queries and keys"):
+        text_model(pos_encoding="learned")(ids(9), positions=torch.arange(9))
+    with pytest.raises(ValueError, match="one per token"):
+        model(ids(9), positions=torch.arange(8))
+
+
 def test_sinusoidal_table_is_the_formula_rounded_once_at_every_position():
     n, d = 1024, 128
     table = sinusoidal_table(n, d)

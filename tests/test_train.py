@@ -320,6 +320,27 @@ def test_the_corpus_and_the_mask_fraction_are_checked_and_recorded():
         replace(table["tiny-test"], corpus="english-referents")
 
 
+def test_random_strides_spread_the_positions_of_a_rope_language_models_batches():
+    """english-rope trains on positions that step by 1 or 2 (a fresh draw each batch); the other models keep 0..N-1,
+    and the option is refused where there is no RoPE to turn."""
+    table = presets(TextTokenizer().vocab_size)
+    rope = table["english-rope"]
+    assert rope.random_strides and rope.recipe()["random_strides"] is True
+    assert not any(p.random_strides for name, p in table.items() if name != "english-rope")
+    assert "random_strides" not in table["english-lm"].recipe()  # so the cards trained before it still match
+    tiny = replace(table["lm-rope"], pool_size=50, batch_size=4, random_strides=True)
+    stream = batches(tiny, TextTokenizer(), seed=0)
+    first, second = next(stream), next(stream)
+    for batch in (first, second):
+        steps = batch.positions[1:] - batch.positions[:-1]
+        assert batch.positions[0] == 0 and len(batch.positions) == batch.inputs.shape[1] and set(steps.tolist()) <= {1, 2}
+    assert not torch.equal(first.positions[:8], second.positions[:8])
+    assert next(batches(table["lm-rope"], TextTokenizer(), seed=0)).positions is None
+    for change in (dict(config=table["english-lm"].config), dict(task="english-mlm")):
+        with pytest.raises(ConfigError, match="random strides"):
+            replace(rope, **change)
+
+
 def test_a_masked_batch_hides_the_fraction_it_is_given():
     from core.training.tasks import text_pool
 

@@ -26,10 +26,25 @@ def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
     return table.float()
 
 
-def rope_angles(n_positions: int, head_dim: int, base: float = 10000.0) -> torch.Tensor:
-    """RoPE (Su et al.): position n turns feature pair (2i, 2i+1) by n * theta_i, theta_i = base^(-2i/K). [N, K/2]"""
+def rope_angles(n_positions: int, head_dim: int, base: float = 10000.0,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+    """RoPE (Su et al.): position n turns feature pair (2i, 2i+1) by n * theta_i, theta_i = base^(-2i/K). [N, K/2]
+
+    positions: [N], the position of each token when it is not 0..N-1 (training with random strides)."""
     theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)  # [K/2]
-    return torch.arange(n_positions, dtype=torch.float32)[:, None] * theta[None, :]
+    if positions is None:
+        positions = torch.arange(n_positions, dtype=torch.float32)
+    return positions.float()[:, None] * theta[None, :]
+
+
+def random_stride_positions(n_positions: int, generator: torch.Generator) -> torch.Tensor:
+    """Positions 0 = p_0 < p_1 < ... < p_{N-1}, each a step of 1 or 2 (even odds) after the last. [N]
+
+    Trained on these, a RoPE model meets every distance between tokens up to about twice its texts' (randomized
+    positions, after Ruoss et al. 2023): subject and verb farther apart than any training sentence put them are
+    then still a distance it knows. The model reads 0..N-1 at inference."""
+    steps = 1 + (torch.rand(n_positions, generator=generator) < 0.5).long()  # [N]: p_n - p_{n-1} for n >= 1
+    return torch.cat([torch.zeros(1, dtype=torch.long), steps[1:].cumsum(0)])
 
 
 def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:

@@ -340,7 +340,8 @@ class Transformer(nn.Module):
 
     def forward(self, inputs: torch.Tensor, *, mask: MaskArgument = None, pe: str | None = None,
                 valid: torch.Tensor | None = None, record: bool = False, cache: KVCache | None = None,
-                intervene: Mapping[str, Replacement] | None = None) -> ModelOutput:
+                intervene: Mapping[str, Replacement] | None = None,
+                positions: torch.Tensor | None = None) -> ModelOutput:
         """inputs: token ids [B, N] or images [B, C, H, W].
 
         mask: None (the model's own), a mask kind, a MaskSpec, or a boolean allowed-matrix [N, N] / [B, N, N].
@@ -350,15 +351,17 @@ class Transformer(nn.Module):
         at positions start..start+N-1, start = cache.length; their keys and values are appended to it. A custom
         mask is then [start+N, start+N], over every token so far. Recorded patterns are [H, N, start+N].
         intervene: hook name -> the function its tensor goes through (core.model.interventions.Intervention).
+        positions: [N], the positions RoPE turns each token by when not 0..N-1 (training with random strides).
 
         Without gradients (every page) the pass runs in inference mode: the same numbers, without autograd's
         bookkeeping on each of its few hundred small operations (5–10 % of a pass at N = 64–256).
         """
         with torch.inference_mode(not torch.is_grad_enabled()):
-            return self.run(inputs, mask, pe, valid, record, cache, intervene)
+            return self.run(inputs, mask, pe, valid, record, cache, intervene, positions)
 
     def run(self, inputs: torch.Tensor, mask: MaskArgument, pe: str | None, valid: torch.Tensor | None,
-            record: bool, cache: KVCache | None, intervene: Mapping[str, Replacement] | None = None) -> ModelOutput:
+            record: bool, cache: KVCache | None, intervene: Mapping[str, Replacement] | None = None,
+            positions: torch.Tensor | None = None) -> ModelOutput:
         """forward's pass itself."""
         if intervene and cache is not None:
             raise ValueError("an intervention runs a whole text, not a step of cached decoding")
@@ -366,7 +369,7 @@ class Transformer(nn.Module):
         x = self.embed_inputs(inputs, recorder)  # [B, N, D]
         batch, n, _ = x.shape
         start = self.check_cache(cache, valid, n)  # 0 without a cache
-        position = self.position_context(pe, start + n, x.device, start)
+        position = self.position_context(pe, start + n, x.device, start, positions)
         e = self.position_embedding(position.encoding, start + n, x.device)[:, start:]  # [1, N, D]: e_start..
         x = x + recorder("hook_pos_embed", e.expand(batch, -1, -1))
         if self.cfg.segment_embed:
@@ -421,9 +424,15 @@ class Transformer(nn.Module):
         if n > self.cfg.max_len:
             raise ValueError(f"{n} tokens exceed this model's context length of {self.cfg.max_len}")
 
-    def position_context(self, pe: str | None, n: int, device, start: int = 0) -> PositionContext:
-        """The encoding's tensors for the tokens start..n-1 of a sequence of n (all of them when start = 0)."""
+    def position_context(self, pe: str | None, n: int, device, start: int = 0,
+                         positions: torch.Tensor | None = None) -> PositionContext:
+        """The encoding's tensors for the tokens start..n-1 of a sequence of n (all of them when start = 0), at
+        `positions` [n] instead of 0..n-1 when given (RoPE only)."""
         encoding = self.cfg.pos_encoding if pe is None else pe
+        if positions is not None and (encoding != "rope" or start or positions.shape != (n,)):
+            raise ValueError(f"positions other than 0..N-1 turn RoPE's queries and keys, one per token of a whole "
+                             f"text ({n} here, without a cache); this pass reads {encoding!r} and has "
+                             f"{tuple(positions.shape)}")
         if encoding != self.cfg.pos_encoding and encoding not in PARAMETER_FREE_ENCODINGS:
             raise ConfigError(f"{encoding!r} has trained parameters this model does not have; it can be "
                               f"switched to {', '.join(PARAMETER_FREE_ENCODINGS)} or its own {self.cfg.pos_encoding!r}")
@@ -433,7 +442,8 @@ class Transformer(nn.Module):
             raise ConfigError(f"{encoding!r} is a 1-D sequence encoding; image models use none, sinusoidal or learned")
         context = PositionContext(encoding, start=start)
         if encoding == "rope":
-            context.rope_angles = rope_angles(n, self.cfg.head_dim, self.cfg.rope_base).to(device)[start:]
+            angles = rope_angles(n, self.cfg.head_dim, self.cfg.rope_base, positions)  # [n, K/2]
+            context.rope_angles = angles.to(device)[start:]
         elif encoding == "alibi":
             context.alibi = alibi_bias(self.cfg.n_heads, n).to(device)[:, start:]
         return context

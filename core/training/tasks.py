@@ -26,10 +26,11 @@ class Batch:
     inputs: torch.Tensor  # ids [B, N] or images [B, C, H, W]
     targets: torch.Tensor  # [B, N] next/masked token ids, or [B] classes
     valid: torch.Tensor | None = None  # [B, N] True on real tokens
+    positions: torch.Tensor | None = None  # [N] RoPE's positions of the tokens when not 0..N-1 (random strides)
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(self.inputs.to(device), self.targets.to(device),
-                     None if self.valid is None else self.valid.to(device))
+        return Batch(*(None if tensor is None else tensor.to(device)
+                       for tensor in (self.inputs, self.targets, self.valid, self.positions)))
 
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
