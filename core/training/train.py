@@ -130,7 +130,7 @@ POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
-ENGLISH_SEEDED = ("none", "relative")  # the siblings trained at COMPARED_SEEDS so far (an hour a seed)
+ENGLISH_SEEDED = ("rope", "none", "relative")  # the siblings trained at COMPARED_SEEDS so far (an hour a seed)
 
 
 def first_stage(preset: Preset) -> Preset:
