@@ -229,11 +229,10 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
     # Its siblings, trained the same way with another encoding: the explorer's "trained model" toggle lands on them
     # (the same task first), not on a grammar model that reads English as [UNK]. Those in ENGLISH_SEEDED are compared
-    # over three seeds (each seed's figures in its card): RoPE's failure out of the templates is the encoding's, not
-    # one seed's.
-    # RoPE alone is trained with random strides (random_stride_positions): on positions 0..N-1 it took the nearest
-    # noun after two PPs (pp chain 41.5-63 % at three seeds), farther from the verb than any training sentence puts
-    # its subject; met at up to twice the distances, it reads them (the README).
+    # over three seeds (each seed's figures in its card). RoPE alone trains with random strides
+    # (random_stride_positions): on positions 0..N-1, two PPs put the subject farther from its verb than any training
+    # sentence, a distance its scores had never met (pp chain 41.5-63 % at three seeds); met at up to twice the
+    # distances, it reads them.
     items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
                      f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}"
                      + (", trained on positions 1 or 2 apart at random (random strides)" if pe == "rope" else ""),
@@ -376,11 +375,10 @@ def batches(preset: Preset, tokenizer: TextTokenizer | None, seed: int,
             yield pool.batch(indices, generator if preset.augment else None)
         elif preset.task.endswith("mlm"):
             yield pool.masked_token_batch(indices, generator, preset.mask_fraction)
-        elif preset.random_strides:
-            batch = pool.next_token_batch(indices)
-            yield replace(batch, positions=random_stride_positions(batch.inputs.shape[1], generator))
         else:
-            yield pool.next_token_batch(indices)
+            batch = pool.next_token_batch(indices)
+            yield (replace(batch, positions=random_stride_positions(batch.inputs.shape[1], generator))
+                   if preset.random_strides else batch)
 
 
 def train_step(model: Transformer, optimizer: torch.optim.Optimizer, batch: Batch, step: int,
