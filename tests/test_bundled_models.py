@@ -65,7 +65,8 @@ def test_every_bundled_model_was_trained_with_its_presets_recipe():
     without its model retrained fails here. A card older than an optimiser option lacks its key (the option's
     default then: test_train's test_the_bundled_recipe_trains_exactly_as_before_the_optimiser_options); the keys a
     recipe holds only when they differ from the default (pack, stored, corpus, ...) must match both ways."""
-    optional = {"pack", "augment", "sketches", "polish_steps", "stored", "corpus", "mask_fraction", "random_strides"}
+    optional = {"pack", "augment", "sketches", "polish_steps", "stored", "corpus", "mask_fraction", "random_strides",
+                "init_from"}
     recipes = presets(TextTokenizer().vocab_size)
     for name, card in BUNDLED.items():
         if name in recipes:

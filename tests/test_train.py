@@ -308,12 +308,13 @@ def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_
 def test_the_corpus_and_the_mask_fraction_are_checked_and_recorded():
     table = presets(TextTokenizer().vocab_size)
     mlm = table["english-mlm"]
-    assert mlm.recipe()["corpus"] == "english-referents" and mlm.recipe()["mask_fraction"] == 0.4
+    assert mlm.recipe()["corpus"] == "english-referents" and "mask_fraction" not in mlm.recipe()  # BERT's 15 %
+    assert replace(mlm, mask_fraction=0.4).recipe()["mask_fraction"] == 0.4
     # the defaults stay out of a recipe, so the cards trained before these options still match it (trained_with)
     assert {"corpus", "mask_fraction"}.isdisjoint(table["english-lm"].recipe())
     for change, message in ((dict(corpus="nope"), "corpus 'nope' is not one of"),
                             (dict(mask_fraction=1.0), "must be in \\(0, 1\\)"),
-                            (dict(task="english-lm"), "mask fraction is a masked-token task's")):
+                            (dict(task="english-lm", mask_fraction=0.4), "mask fraction is a masked-token task's")):
         with pytest.raises(ConfigError, match=message):
             replace(mlm, **change)
     with pytest.raises(ConfigError, match="reads none"):
@@ -357,3 +358,52 @@ def test_a_masked_batch_hides_the_fraction_it_is_given():
 def test_only_image_models_have_a_second_stage():
     with pytest.raises(Exception, match="second stage"):
         replace(presets(TextTokenizer().vocab_size)["tiny-test"], polish_steps=5)
+
+
+def _started_from_tiny(**changes):
+    """tiny-test's recipe under another name, starting from tiny-test's trained model."""
+    tiny = presets(TextTokenizer().vocab_size)["tiny-test"]
+    return tiny, replace(tiny, name="tiny-next", init_from="tiny-test", steps=5, **changes)
+
+
+def test_a_preset_with_init_from_starts_from_that_models_weights_with_its_own_mask_and_head(tmp_path):
+    """english-mlm starts from english-lm's weights: every weight is copied one to one, and only the mask and the
+    head (which have none) change; the card's recipe names the source."""
+    import core.training.train as train
+    tiny, started = _started_from_tiny()
+    masked = replace(started, config=started.config.replace(mask="none", head="masked_token"))
+    source = load_checkpoint(train_preset(replace(tiny, steps=5), tmp_path, progress=False))[0].state_dict()
+    model = train.initial_model(masked, tmp_path)
+    assert model.cfg.head == "masked_token" and not model.cfg.is_causal
+    assert model.state_dict().keys() == source.keys()
+    assert all(torch.equal(weight, source[name]) for name, weight in model.state_dict().items())
+    assert read_card(train_preset(started, tmp_path, progress=False)).training["init_from"] == "tiny-test"
+    with pytest.raises(ConfigError, match="train it first"):
+        train.initial_model(started, tmp_path / "empty")
+
+
+def test_init_from_is_checked_against_the_table():
+    import core.training.train as train
+    tiny, started = _started_from_tiny()
+    for other, message in ((replace(started, init_from="no-such"), "not a preset"),
+                           (replace(started, config=started.config.replace(d_model=48)), "d_model"),):
+        with pytest.raises(ConfigError, match=message):
+            train.check_init_sources({tiny.name: tiny, other.name: other})
+    chained = replace(started, name="tiny-after", init_from="tiny-next")
+    with pytest.raises(ConfigError, match="starts from another model itself"):
+        train.check_init_sources({tiny.name: tiny, started.name: started, chained.name: chained})
+
+
+def test_runs_in_parallel_train_a_started_preset_after_its_source(tmp_path):
+    """--jobs: a preset that starts from another of the runs waits for it to ship, so it starts from the same weights
+    as one after another."""
+    from safetensors.torch import load_file
+
+    import core.training.train as train
+    tiny, started = _started_from_tiny()
+    train_preset(tiny, tmp_path / "a", progress=False)
+    one_after_another = train_preset(started, tmp_path / "a", progress=False)
+    cards = train.train_in_parallel([(started, ()), (tiny, ())], 2, tmp_path / "b", tmp_path / "seeds")
+    assert [card.name for card in cards] == ["tiny-next.json", "tiny-test.json"]
+    a, b = (load_file(path.with_suffix(".safetensors")) for path in (one_after_another, cards[0]))
+    assert all(torch.equal(a[key], b[key]) for key in a)
