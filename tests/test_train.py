@@ -399,11 +399,11 @@ def test_runs_in_parallel_train_a_started_preset_after_its_source(tmp_path):
     as one after another."""
     from safetensors.torch import load_file
 
-    import core.training.train as train
+    from core.training.parallel import train_in_parallel
     tiny, started = _started_from_tiny()
     train_preset(tiny, tmp_path / "a", progress=False)
     one_after_another = train_preset(started, tmp_path / "a", progress=False)
-    cards = train.train_in_parallel([(started, ()), (tiny, ())], 2, tmp_path / "b", tmp_path / "seeds")
+    cards = train_in_parallel([(started, ()), (tiny, ())], 2, tmp_path / "b", tmp_path / "seeds")
     assert [card.name for card in cards] == ["tiny-next.json", "tiny-test.json"]
     a, b = (load_file(path.with_suffix(".safetensors")) for path in (one_after_another, cards[0]))
     assert all(torch.equal(a[key], b[key]) for key in a)
