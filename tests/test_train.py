@@ -382,6 +382,21 @@ def test_a_preset_with_init_from_starts_from_that_models_weights_with_its_own_ma
         train.initial_model(started, tmp_path / "empty")
 
 
+def test_every_seed_of_a_started_preset_starts_from_the_shipped_source(tmp_path, monkeypatch):
+    """A seed of english-mlm starts from the english-lm that ships (its median seed), not from the same seed of
+    english-lm that seeds_dir may hold, so every seed is re-made from the bundle alone; the card names the seed."""
+    import core.training.train as train
+    tiny, started = _started_from_tiny()
+    shipped = train_preset(replace(tiny, steps=5, seed=7), tmp_path / "models", progress=False)
+    train_preset(replace(tiny, steps=5, seed=1), tmp_path / "seeds" / "seed-1", progress=False)
+    calls, real = [], train.initial_model
+    monkeypatch.setattr(train, "initial_model", lambda preset, source: calls.append(source) or real(preset, source))
+    train.train_seed(started, 1, tmp_path / "seeds", progress=False, source_dir=tmp_path / "models")
+    assert calls == [tmp_path / "models"]
+    card = read_card(tmp_path / "seeds" / "seed-1" / "tiny-next.json")
+    assert card.training["init_from_seed"] == read_card(shipped).training["seed"] == 7
+
+
 def test_init_from_is_checked_against_the_table():
     import core.training.train as train
     tiny, started = _started_from_tiny()

@@ -18,7 +18,7 @@ def _job(preset: Preset, seed: int | None, out_dir: Path, seeds_dir: Path, devic
         torch.set_num_threads(threads)
     if seed is None:
         return train_preset(preset, out_dir, progress=False, device=device)
-    return train_seed(preset, seed, seeds_dir, progress=False, device=device)
+    return train_seed(preset, seed, seeds_dir, progress=False, device=device, source_dir=out_dir)
 
 
 def train_in_parallel(runs: list[tuple[Preset, tuple[int, ...]]], jobs: int, out_dir: Path = MODELS_DIR,

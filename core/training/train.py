@@ -132,7 +132,7 @@ POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
-ENGLISH_SEEDED = ("rope", "none", "alibi", "relative")  # the siblings trained at COMPARED_SEEDS so far (an hour a seed)
+ENGLISH_SEEDED = ("rope", "none", "alibi", "relative", "sinusoidal")  # the siblings trained at COMPARED_SEEDS so far (an hour a seed)
 
 
 def first_stage(preset: Preset) -> Preset:
@@ -470,30 +470,45 @@ def check_init_sources(table: dict[str, Preset]) -> None:
             raise ConfigError(f"{preset.name} cannot start from {source.name}: their {', '.join(differ)} differ")
 
 
-def initial_model(preset: Preset, out_dir: Path = MODELS_DIR) -> Transformer:
+def init_source(preset: Preset, source_dir: Path = MODELS_DIR) -> Path:
+    """The card of the trained model a preset starts from (init_from): the one shipped in source_dir, else the bundled
+    one. Every seed of the preset starts from it (for a seeded source, its median seed), whatever seeds_dir holds."""
+    candidates = [directory / f"{preset.init_from}.json" for directory in (source_dir, MODELS_DIR)]
+    source = next((path for path in candidates if path.with_suffix(".safetensors").is_file()), None)
+    if source is None:
+        raise ConfigError(f"{preset.name} starts from {preset.init_from}: train it first "
+                          f"(python -m core.train --preset {preset.init_from})")
+    return source
+
+
+def initial_model(preset: Preset, source_dir: Path = MODELS_DIR) -> Transformer:
     """The model a preset trains: random weights from its seed, or, with init_from, the trained model of that
-    preset (from out_dir, else the bundled one), its weights copied one to one (its mask and head may differ)."""
+    preset (init_source), its weights copied one to one (its mask and head may differ)."""
     torch.manual_seed(preset.seed)
     model = Transformer(preset.config)
     if preset.init_from:
-        candidates = [directory / f"{preset.init_from}.json" for directory in (out_dir, MODELS_DIR)]
-        source = next((path for path in candidates if path.with_suffix(".safetensors").is_file()), None)
-        if source is None:
-            raise ConfigError(f"{preset.name} starts from {preset.init_from}: train it first "
-                              f"(python -m core.train --preset {preset.init_from})")
-        model.load_state_dict(load_checkpoint(source)[0].state_dict())
+        model.load_state_dict(load_checkpoint(init_source(preset, source_dir))[0].state_dict())
     return model
 
 
+def _started_from(preset: Preset, source_dir: Path) -> dict:
+    """What a card records of the weights its training started from: init_from's own seed (the recipe names it)."""
+    if not preset.init_from:
+        return {}
+    return {"init_from_seed": read_card(init_source(preset, source_dir)).training.get("seed")}
+
+
 def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True, device: str = "cpu",
-                 pool: ImagePool | TokenPool | None = None) -> Path:
+                 pool: ImagePool | TokenPool | None = None, source_dir: Path | None = None) -> Path:
     """Train one preset from scratch (on `device`: the data is generated on the CPU either way; `pool`: make_pool's
-    for the preset's first stage, already made), then its second stage if it has one, and save it; returns the
-    card's path."""
+    for the preset's first stage, already made; `source_dir`: where init_from's model ships, default out_dir), then
+    its second stage if it has one, and save it; returns the card's path."""
     first = first_stage(preset)
     tokenizer = tokenizer_for(first)
-    model = initial_model(first, out_dir).to(device)
-    training = {**first.recipe(), **_trained(model, first, tokenizer, pool, device, progress),
+    source_dir = out_dir if source_dir is None else source_dir
+    model = initial_model(first, source_dir).to(device)
+    training = {**first.recipe(), **_started_from(first, source_dir),
+                **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
     card = ModelCard(first.name, first.task, first.config, first.description, training=training)
     # a second stage goes on from the exact weights; only the finished model is rounded (half_weights)
@@ -524,15 +539,16 @@ def trained_with(card_path: Path, preset: Preset) -> bool:
 
 
 def train_seed(preset: Preset, seed: int, seeds_dir: Path = SEEDS_DIR, progress: bool = True,
-               device: str = "cpu") -> dict:
+               device: str = "cpu", source_dir: Path = MODELS_DIR) -> dict:
     """Train the preset with `seed` into seeds_dir/seed-K/, unless a model of exactly that recipe is there (one trained
-    with the first stage alone gets only the second), and evaluate it on held-out data; returns its figures."""
+    with the first stage alone gets only the second), and evaluate it on held-out data; returns its figures. A preset
+    with init_from starts from the model shipped in source_dir, not from that seed of it."""
     seeded = replace(preset, seed=seed)
     path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
     if not trained_with(path, seeded):
         lacks_second = seeded.polish_steps and trained_with(path, first_stage(seeded))
         path = (polish(path, seeded, progress, device) if lacks_second
-                else train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device))
+                else train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device, source_dir=source_dir))
     return evaluate_card(path, tokenizer_for(preset))
 
 
@@ -554,7 +570,7 @@ def ship_median(preset: Preset, per_seed: dict[int, dict], out_dir: Path = MODEL
 def train_seeds(preset: Preset, seeds: list[int], out_dir: Path = MODELS_DIR, seeds_dir: Path = SEEDS_DIR,
                 progress: bool = True, device: str = "cpu") -> Path:
     """Train and evaluate the preset once per seed (train_seed), and ship the median seed (ship_median)."""
-    per_seed = {seed: train_seed(preset, seed, seeds_dir, progress, device) for seed in seeds}
+    per_seed = {seed: train_seed(preset, seed, seeds_dir, progress, device, out_dir) for seed in seeds}
     return ship_median(preset, per_seed, out_dir, seeds_dir)
 
 
