@@ -41,6 +41,7 @@ from core.tokenizers import subword
 from core.tokenizers.subword import SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
 from core.training.evaluate import SEEDS_DIR, evaluate_card, median_seed, seed_summary
+from core.training.starts import check_init_sources, initial_model, started_from
 from core.training.tasks import IGNORE, MLM_FRACTION, Batch, ImagePool, TokenPool, text_pool
 
 TRAIN_SEED = 0
@@ -132,7 +133,6 @@ POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
-ENGLISH_SEEDED = ("rope", "none", "alibi", "relative", "sinusoidal")  # the siblings trained at COMPARED_SEEDS so far (an hour a seed)
 
 
 def first_stage(preset: Preset) -> Preset:
@@ -230,7 +230,7 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
     # Its siblings, trained the same way with another encoding: the explorer's "trained model" toggle lands on them
-    # (the same task first), not on a grammar model that reads English as [UNK]. Those in ENGLISH_SEEDED are compared
+    # (the same task first), not on a grammar model that reads English as [UNK]. Each is compared
     # over three seeds (each seed's figures in its card). RoPE alone trains with random strides
     # (random_stride_positions): on positions 0..N-1, two PPs put the subject farther from its verb than any training
     # sentence, a distance its scores had never met (pp chain 41.5-63 % at three seeds); met at up to twice the
@@ -238,7 +238,7 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
                      f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}"
                      + (", trained on positions 1 or 2 apart at random (random strides)" if pe == "rope" else ""),
-                     seeds=COMPARED_SEEDS if pe in ENGLISH_SEEDED else (), random_strides=pe == "rope",
+                     seeds=COMPARED_SEEDS, random_strides=pe == "rope",
                      **english_recipe) for pe in ENGLISH_SIBLINGS]
     # The default text model: english-lm's recipe on texts packed to 512 tokens (8 a step: the same tokens a step,
     # from twice the pool), so every position the explorer's 512-token texts reach was trained.
@@ -449,55 +449,6 @@ def _trained(model: Transformer, preset: Preset, tokenizer: TextTokenizer | None
     return {"seconds": round(time.perf_counter() - started, 1), "loss_curve": curve}
 
 
-# what a model started from another may change: a causal model's mask and head become a masked-token model's
-RESHAPED_BY_INIT = ("mask", "head")
-
-
-def check_init_sources(table: dict[str, Preset]) -> None:
-    """Every init_from names a preset of the table, trained earlier (no chains), whose configuration is the
-    preset's but for RESHAPED_BY_INIT: its weights then fit the model one to one."""
-    for preset in table.values():
-        source = table.get(preset.init_from) if preset.init_from else None
-        if preset.init_from and source is None:
-            raise ConfigError(f"{preset.name} starts from {preset.init_from!r}, which is not a preset")
-        if source is None:
-            continue
-        if source.init_from:
-            raise ConfigError(f"{preset.name} starts from {source.name}, which starts from another model itself")
-        differ = [key for key, value in source.config.to_dict().items()
-                  if key not in RESHAPED_BY_INIT and preset.config.to_dict()[key] != value]
-        if differ:
-            raise ConfigError(f"{preset.name} cannot start from {source.name}: their {', '.join(differ)} differ")
-
-
-def init_source(preset: Preset, source_dir: Path = MODELS_DIR) -> Path:
-    """The card of the trained model a preset starts from (init_from): the one shipped in source_dir, else the bundled
-    one. Every seed of the preset starts from it (for a seeded source, its median seed), whatever seeds_dir holds."""
-    candidates = [directory / f"{preset.init_from}.json" for directory in (source_dir, MODELS_DIR)]
-    source = next((path for path in candidates if path.with_suffix(".safetensors").is_file()), None)
-    if source is None:
-        raise ConfigError(f"{preset.name} starts from {preset.init_from}: train it first "
-                          f"(python -m core.train --preset {preset.init_from})")
-    return source
-
-
-def initial_model(preset: Preset, source_dir: Path = MODELS_DIR) -> Transformer:
-    """The model a preset trains: random weights from its seed, or, with init_from, the trained model of that
-    preset (init_source), its weights copied one to one (its mask and head may differ)."""
-    torch.manual_seed(preset.seed)
-    model = Transformer(preset.config)
-    if preset.init_from:
-        model.load_state_dict(load_checkpoint(init_source(preset, source_dir))[0].state_dict())
-    return model
-
-
-def _started_from(preset: Preset, source_dir: Path) -> dict:
-    """What a card records of the weights its training started from: init_from's own seed (the recipe names it)."""
-    if not preset.init_from:
-        return {}
-    return {"init_from_seed": read_card(init_source(preset, source_dir)).training.get("seed")}
-
-
 def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = True, device: str = "cpu",
                  pool: ImagePool | TokenPool | None = None, source_dir: Path | None = None) -> Path:
     """Train one preset from scratch (on `device`: the data is generated on the CPU either way; `pool`: make_pool's
@@ -507,7 +458,7 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
     tokenizer = tokenizer_for(first)
     source_dir = out_dir if source_dir is None else source_dir
     model = initial_model(first, source_dir).to(device)
-    training = {**first.recipe(), **_started_from(first, source_dir),
+    training = {**first.recipe(), **started_from(first, source_dir),
                 **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
     card = ModelCard(first.name, first.task, first.config, first.description, training=training)
