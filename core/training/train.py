@@ -241,10 +241,10 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                      seeds=COMPARED_SEEDS, random_strides=pe == "rope",
                      **english_recipe) for pe in ENGLISH_SIBLINGS]
     # The default text model: english-lm's recipe on texts packed to 512 tokens (8 a step: the same tokens a step,
-    # from twice the pool), so every position the explorer's 512-token texts reach was trained.
+    # from twice the pool), so every position the explorer's 512-token texts reach was trained. Three seeds.
     items.append(Preset("english-long", "english-lm", text_config(subword.VOCAB_SIZE, max_len=512),
                         "causal language model on the broad-English corpus, texts packed to 512 tokens, byte-level "
-                        "BPE, position encoding: learned",
+                        "BPE, position encoding: learned", seeds=COMPARED_SEEDS,
                         **{**english_recipe, "batch_size": 8, "pack": 512, "pool_size": 80000}))
     # The masked-token model starts from english-lm's trained weights (init_from; only the causal mask and the head
     # change, and they hold no weights), so it begins with what the causal model learned of English and agreement.
