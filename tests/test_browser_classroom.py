@@ -75,13 +75,15 @@ def open_class_panel(page) -> None:
         panel.locator("summary").click()
 
 
-def wait_text(page, text: str) -> None:
-    """Wait for `text` to show; if it does not, fail with what the page shows instead (its address and sidebar)."""
+def wait_text(page, text: str, within=None) -> None:
+    """Wait for `text` to show (in the locator `within`, else anywhere); if it does not, fail with what the page shows
+    instead (its address, sidebar and `within`)."""
     try:
-        page.get_by_text(text).wait_for()
+        (within or page).get_by_text(text).wait_for()
     except PlaywrightTimeout:
+        shown = "" if within is None else f"\nand the box shows:\n{within.inner_text(timeout=5_000)}"
         raise AssertionError(f"{text!r} not shown at {page.url}; the sidebar shows:\n"
-                             f"{page.locator(SIDEBAR).inner_text(timeout=5_000)}") from None
+                             f"{page.locator(SIDEBAR).inner_text(timeout=5_000)}{shown}") from None
 
 
 def url_param(page, name: str) -> str | None:
@@ -197,7 +199,7 @@ def test_a_class_thinks_together(server, browser):
     click_until(box.get_by_role("button", name="Reveal"), box.get_by_text("students answered; 4 chose"))
     for student in students:
         revealed = prompt_box(student)
-        revealed.get_by_text("You said").wait_for()
+        wait_text(student, "You said", within=revealed)
         revealed.get_by_text(f"{STUDENTS} of {STUDENTS} students answered; 4 chose").wait_for()
         assert revealed.get_by_role("radio").first.is_disabled()
     assert students[0].locator(ERROR).count() == 0

@@ -146,7 +146,7 @@ def _rejoin() -> None:
 def class_panel(page: str) -> None:
     """The sidebar's Class panel, drawn by app.py for every page (`page`: the page's url_path), and for a member
     of a class the polling fragment (the teacher's shares the view; a student's follows the reveals and the view)."""
-    st.session_state["class_drawn"] = {}  # the prompts this run draws: prompt id -> (widget key, question asked)
+    st.session_state["class_drawn"] = {}  # the prompts this run draws: id -> (widget key, question asked, revealed?)
     wanted = None  # where a student following the teacher goes now
     browser_id()
     in_class = bool(st.session_state.get("class") or st.query_params.get("class"))
@@ -376,8 +376,9 @@ def _student_tick(now: Member, page: str) -> None:
         st.session_state["class_navigate"] = wanted
         st.rerun(scope="app")
     reveals = room.reveals(now.code)
-    newly = [(key, asked) for prompt, (key, asked) in st.session_state.get("class_drawn", {}).items()
-             if prompt in reveals and st.session_state.get(f"{key}__revealed") != asked]
+    # a prompt the last full run drew hidden: asked again until a run draws it revealed (a lost rerun is retried)
+    newly = [(key, asked) for prompt, (key, asked, shown) in st.session_state.get("class_drawn", {}).items()
+             if prompt in reveals and not shown]
     for key, asked in newly:
         st.session_state[f"{key}__revealed"] = asked
     if newly:
@@ -398,7 +399,8 @@ def prompt_in_class(key: str, question: str, options: list[str] | None, asked: s
     if now is None:
         return None
     prompt = prompt_id(key, asked)
-    st.session_state.setdefault("class_drawn", {})[prompt] = (key, asked)
+    shown = st.session_state.get(f"{key}__revealed") == asked  # drawn revealed (pages/ui/lessons.py's key)
+    st.session_state.setdefault("class_drawn", {})[prompt] = (key, asked, shown)
     keys = st.session_state.setdefault("class_prompt_keys", set())
     keys.add(key)
     asked_ids = st.session_state.setdefault("class_asked", set())
