@@ -271,10 +271,13 @@ class Page:
 
 
 def run(sizes: list[int], repeats: int, model: str | None = None) -> dict:
-    """model: a model name the app knows (a pretrained one: "hf:/path/to/folder"); by default the bundled text
-    model with the longest context (the default one if none is longer), for every N."""
+    """model: a model name the app knows (a pretrained one: "hf:/path/to/folder"; "default": the app's default text
+    model); by default the bundled text model with the longest context (the default one if none is longer), for
+    every N."""
     from playwright.sync_api import sync_playwright
 
+    if model == "default":
+        model = DEFAULT_TEXT_MODEL
     if model is None:
         cards = [card for card in list_cards() if card.task in TEXT_TASKS]
         card = max(cards, key=lambda card: (card.config.max_len, card.name == DEFAULT_TEXT_MODEL))
@@ -379,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5,
                         help="texts per size (medians; 3 left the 512-token ratios 0.3 apart from run to run)")
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--model", help="the model to run (default: the bundled text model with the longest context)")
+    parser.add_argument("--model", help="the model to run, 'default' for the app's default text model (default: the "
+                        "bundled text model with the longest context)")
     parser.add_argument("--pages", action="store_true", help="time a head change on every page with a head picker")
     args = parser.parse_args(argv)
     if not Path(CHROMIUM).exists():

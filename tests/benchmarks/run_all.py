@@ -5,6 +5,7 @@
 Steps (each also runs on its own; see its docstring):
   peers    tests/benchmarks/bench_peers.py    recording overhead; vs TransformerLens run_with_cache; bytes vs bertviz
   browser  tests/benchmarks/bench_browser.py  typing and toggling in the system Chromium, beside a trivial page
+  default  tests/benchmarks/bench_browser.py --model default   the same at 64 and 512 tokens on the default model
   pages    tests/benchmarks/bench_browser.py --pages   a head change on every page with a head picker, likewise
   load     tests/benchmarks/load_test.py      30 students on one server for 5 minutes (p50/p95, errors, memory)
 
@@ -31,10 +32,13 @@ VERSIONS = "import torch, streamlit; print(torch.__version__, streamlit.__versio
 STEPS = {  # name -> (script, its arguments, its quick arguments); its JSON path is appended after JSON_FLAG
     "peers": ("bench_peers.py", [], ["--repeats", "3"]),
     "browser": ("bench_browser.py", [], ["--repeats", "1", "--sizes", "16", "64"]),
+    # issue 34: typing and toggling at 512 tokens on the app's default text model (the step above: the longest context)
+    "default": ("bench_browser.py", ["--model", "default", "--sizes", "64", "512", "--repeats", "7"],
+                ["--model", "default", "--sizes", "64", "512", "--repeats", "1"]),
     "pages": ("bench_browser.py", ["--pages"], ["--pages", "--repeats", "1"]),
     "load": ("load_test.py", [], ["--minutes", "1"]),
 }
-JSON_FLAG = {"peers": "--out", "browser": "--json", "pages": "--json", "load": "--json"}
+JSON_FLAG = {"peers": "--out", "browser": "--json", "default": "--json", "pages": "--json", "load": "--json"}
 
 
 def versions() -> str:
@@ -85,13 +89,14 @@ def peers_lines(results: dict) -> list[tuple[str, str, str]]:
 
 def browser_lines(results: dict) -> list[tuple[str, str, str]]:
     lines = []
+    model = f" ({results['model']})" if "model" in results else ""
     for row in results.get("rows", []):
         for what in ("type", "toggle"):
             note = "past the context" if row.get("past_context") else "vs the trivial page"
             note += f" ({row[f'app_{what}_s']:.2f} s)"
             if f"{what}_goal" in row:
                 note += f"; {row[f'{what}_goal']}"
-            lines.append((f"browser {what}, N={row['tokens']}", f"{row[f'{what}_ratio']:.2f}x", note))
+            lines.append((f"browser {what}, N={row['tokens']}{model}", f"{row[f'{what}_ratio']:.2f}x", note))
     return lines
 
 
@@ -112,7 +117,8 @@ def load_lines(results: dict) -> list[tuple[str, str, str]]:
                                                       None: "not judged (run too short)"}[results["memory_bounded"]])]
 
 
-SUMMARIES = {"peers": peers_lines, "browser": browser_lines, "pages": pages_lines, "load": load_lines}
+SUMMARIES = {"peers": peers_lines, "browser": browser_lines, "default": browser_lines, "pages": pages_lines,
+             "load": load_lines}
 
 
 def main(argv: list[str] | None = None) -> int:
