@@ -30,7 +30,8 @@ from pages.ui.store import Setting, get_recording  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
 ENGLISH_TASKS = ("english-mlm", "english-lm")
-DEFAULT_MODEL = "english-mlm"
+TAUGHT_MODEL = "english-mlm-referent"  # english-mlm with a head taught where "it" points (core/training/referent.py)
+UNTAUGHT_MODEL = "english-mlm"
 NOUN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # letters, one apostrophe inside: the options show them
 
 
@@ -60,7 +61,7 @@ if not cards:
     st.info("This lesson needs a model of broad English (english-mlm): train one with `python -m core.train --preset "
             "english-mlm`, then reload the page.", icon="⏳")
     st.stop()
-card = model_picker(cards, default=DEFAULT_MODEL)
+card = model_picker(cards, default=TAUGHT_MODEL if TAUGHT_MODEL in {c.name for c in cards} else UNTAUGHT_MODEL)
 st.markdown("In *The animal didn't cross the street because **it** was too tired*, “it” is the animal; end the "
             "sentence *too wide* and it is the street. Only the last word changed. Does the model's attention from "
             "“it” follow the meaning? Each row of A (seed 001 eq. 2.3) says how much one token reads every other: "
@@ -101,11 +102,9 @@ layer = col_layer.radio("Layer", range(card.config.n_layers), index=chosen[0], k
                         horizontal=True, format_func=lambda i: f"L{i}") or 0
 head = col_head.radio("Head", range(card.config.n_heads), index=chosen[1], key="it_head", bind=BIND,
                       horizontal=True, format_func=lambda i: f"H{i}") or 0
-if found:
-    st.caption(f"L{found['layer']} H{found['head']} is this model's *referent head*: on {found['chosen_on']} other "
-               "sentences of this kind (generated, with other nouns and adjectives) its “it” attended more to the "
-               f"noun it stands for than any other head's did; on {found['n']} more it did so "
-               f"{found['accuracy']:.0%} of the time (always the animal: {found['always_first']:.0%}).")
+if found:  # how often it is right elsewhere would answer the question: told with the answer
+    st.caption(f"L{found['layer']} H{found['head']} is this model's *referent head*, chosen on {found['chosen_on']} "
+               "generated sentences of this kind; how often it follows the meaning there is shown with the answer.")
 
 choices = options(*nouns)
 
@@ -117,7 +116,29 @@ def reveal(prediction: str | None) -> None:
 predict_then_reveal("predict_it", f"In head L{layer} H{head}, which noun does “it” attend to more in each sentence?",
                     choices, reveal, about=f"{card.name}\n{first_text}\n{second_text}")
 
+def how_the_head_was_found() -> None:
+    """The referent head's scores on generated sentences, and, for a taught model, that and how it was taught."""
+    if found:
+        st.caption(f"L{found['layer']} H{found['head']}, the *referent head*: on {found['chosen_on']} generated "
+                   "sentences of this kind (other nouns and adjectives) its “it” attended more to the noun it stands "
+                   f"for than any other head's did; on {found['n']} more it did so {found['accuracy']:.0%} of the time "
+                   f"(always the animal: {found['always_first']:.0%}).")
+    taught, untaught = card.training.get("referent_head"), card.metrics.get("it_reference_untaught")
+    if taught:
+        score = (f" On {untaught['n']} sentences whose adjective it was never taught on, L{taught[0]} H{taught[1]} "
+                 f"followed the meaning {untaught['accuracy']:.0%} of the time (always the animal: "
+                 f"{untaught['always_first']:.0%})." if untaught else "")
+        st.info(f"**L{taught[0]} H{taught[1]} was taught.** Besides its masked words, {literal(card.name)} read generated "
+                "sentences like these in training, and a second loss pulled this head's weight from “it” onto the "
+                "noun it stands for (as LISA, Strubell et al. 2018, teaches a head syntax). It was never shown "
+                "“animal” with “street”, nor half the adjectives." + score + f" Nothing is written into it: the "
+                "weights above are what it computed from this sentence. Trained on masked words alone "
+                f"({UNTAUGHT_MODEL}), no head follows the meaning: pick {UNTAUGHT_MODEL} in the sidebar to compare.",
+                icon=":material/school:")
+
+
 if until_revealed("predict_it", "The rows of attention and every head's preference"):
+    how_the_head_was_found()
     scale = font_scale()
     columns = st.columns(2)
     for column, n, attention, recording in zip(columns, (1, 2), pair, recordings):

@@ -66,7 +66,7 @@ def test_every_bundled_model_was_trained_with_its_presets_recipe():
     default then: test_train's test_the_bundled_recipe_trains_exactly_as_before_the_optimiser_options); the keys a
     recipe holds only when they differ from the default (pack, stored, corpus, ...) must match both ways."""
     optional = {"pack", "augment", "sketches", "polish_steps", "stored", "corpus", "mask_fraction", "random_strides",
-                "init_from"}
+                "init_from", "referent_head"}
     recipes = presets(TextTokenizer().vocab_size)
     for name, card in BUNDLED.items():
         if name in recipes:

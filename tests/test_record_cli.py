@@ -119,11 +119,21 @@ def test_quality_names_the_held_out_figures_most_telling_first_with_their_spread
 
 
 def test_every_bundled_model_shows_its_held_out_quality():
-    from core.model.registry import MODELS_DIR, quality
+    from core.model.registry import LESSON_ANSWERS, MODELS_DIR, quality
     for card in list_cards(MODELS_DIR):
         figures = card.metrics["headline"]
         assert quality(card) and all(f"{value:.0%}" in quality(card) for key, value in figures.items()
-                                     if key not in ("ppl",)), card.name
+                                     if key not in ("ppl", *LESSON_ANSWERS)), card.name
+
+
+def test_the_sidebar_quality_leaves_out_what_a_lesson_asks_the_class_to_predict():
+    """The "it" head's score answers *What does “it” refer to?*: the card keeps it, the sidebar does not show it."""
+    from core.model.checkpoint import ModelCard
+    from core.model.config import ModelConfig
+    from core.model.registry import quality
+    card = ModelCard("english-x", "english-mlm", ModelConfig(vocab_size=10),
+                     metrics={"headline": {"agreement_out_of_template": 0.9, "it_referent_head": 0.975}})
+    assert quality(card) == "agreement outside the templates 90%"
 
 
 def test_the_model_list_is_read_once_and_again_when_a_card_changes(tmp_path, monkeypatch):

@@ -405,11 +405,12 @@ def _it_reference(rng: random.Random, lex: Lexicon) -> str:
     return it_sentence(rng, lex, rng.random() < 0.5)[0]
 
 
-def it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool) -> tuple[str, str, str]:
+def it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool,
+                adjectives: Callable[[Lexicon, str], Sequence[str]] = Lexicon.adjectives_of) -> tuple[str, str, str]:
     """An "it" sentence and its two nouns (animal, place): `refers_to_animal` picks an adjective of animates (it:
-    the animal) or of places (it: the place)."""
+    the animal) or of places (it: the place), from `adjectives(lex, kind)` (by default all of that kind)."""
     animal, place = pick(rng, lex.nouns_of("animal")), pick(rng, lex.nouns_of("place"))
-    adjective = rng.choice(lex.adjectives_of("animate" if refers_to_animal else "place"))
+    adjective = rng.choice(adjectives(lex, "animate" if refers_to_animal else "place"))
     text = (f"The {animal.singular} {rng.choice(IT_NEGATIONS)} {rng.choice(IT_VERBS)} the {place.singular} "
             f"{rng.choice(IT_LINKS)} {adjective}.")
     return text, animal.singular, place.singular

@@ -243,6 +243,9 @@ QUALITY_WORDS = {  # a headline metric's key -> (its name for a class, whether i
 
 
 PICKER_WORDS = {"agreement_out_of_template": "agrees"}  # shorter, so the picker fits presenter mode
+# Figures a lesson asks the class to predict (*What does “it” refer to?*): in the card and the README, not in the
+# sidebar that every page shows before its Reveal
+LESSON_ANSWERS = {"it_referent_head"}
 
 
 def _rank(key: str) -> int:
@@ -267,7 +270,7 @@ def quality(card: ModelCard, first_only: bool = False) -> str:
     parts = []
     for key in sorted(headline, key=_rank):
         value = headline[key]
-        if not isinstance(value, (int, float)):
+        if not isinstance(value, (int, float)) or key in LESSON_ANSWERS:
             continue
         name, fraction = QUALITY_WORDS.get(key, (key.replace("_", " "), False))
         name = PICKER_WORDS.get(key, name) if first_only else name

@@ -23,10 +23,11 @@ import argparse
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
@@ -37,6 +38,7 @@ from core.lessons import coreference
 from core.model.checkpoint import ModelCard, load_checkpoint
 from core.model.run import record_text, text_tokenizer
 from core.tokenizers.subword import ENGLISH_TOKENIZER_PATH, SubwordTokenizer
+from core.training.referent import untaught_adjectives
 from core.training.tasks import text_pool
 
 N_PROBES = 200  # per construction
@@ -167,10 +169,12 @@ N_IT_SENTENCES = 200  # "it" sentences to choose the referent head on, and as ma
 IT_TRIES = 20  # sentences drawn per one kept, at most, before a tokenizer that splits the nouns is given up on
 
 
-def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int
+def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int,
+                 adjectives: Callable[[Lexicon, str], Sequence[str]] = Lexicon.adjectives_of
                  ) -> tuple[list[coreference.ItAttention], list[int]]:
-    """n "it" sentences of the corpus's kind (english.it_sentence, from `seed`), half of them "it" the animal, half
-    the place, each with the model's attention from "it" to the two nouns, and which noun "it" is (0: the animal).
+    """n "it" sentences of the corpus's kind (english.it_sentence, from `seed`, with `adjectives`), half of them
+    "it" the animal, half the place, each with the model's attention from "it" to the two nouns, and which noun "it"
+    is (0: the animal).
     Sentences where a noun is not one whole piece are passed over (a head's weight on part of a word is not its
     weight on the word), so n counts only those read."""
     rng = random.Random(seed)
@@ -179,7 +183,7 @@ def it_sentences(model, card: ModelCard, lexicon: Lexicon, n: int, seed: int
         if len(referents) == n:
             break
         refers_to_animal = len(referents) % 2 == 0
-        text, animal, place = english.it_sentence(rng, lexicon, refers_to_animal)
+        text, animal, place = english.it_sentence(rng, lexicon, refers_to_animal, adjectives)
         try:
             attentions.append(coreference.it_attention(record_text(model, text, card=card),
                                                        (animal, place)))
@@ -195,6 +199,16 @@ def it_reference(model, card: ModelCard, lexicon: Lexicon, n: int = N_IT_SENTENC
     """The head whose "it" attends most often to its referent: chosen on n sentences, scored on n others."""
     return coreference.referent_head(it_sentences(model, card, lexicon, n, english.HELDOUT_SEED),
                                      it_sentences(model, card, lexicon, n, english.HELDOUT_SEED + 1))
+
+
+def taught_head_score(model, card: ModelCard, lexicon: Lexicon, n: int = N_IT_SENTENCES) -> dict:
+    """How often a taught referent head (the card's training.referent_head, core/training/referent.py) attends more to
+    the referent than to the other noun, on n sentences whose adjective it was never taught on (half the animal)."""
+    layer, head = card.training["referent_head"]
+    attentions, referents = it_sentences(model, card, lexicon, n, english.HELDOUT_SEED + 2, untaught_adjectives)
+    right = coreference.referent_right(attentions, referents)[:, layer, head]
+    return {"layer": layer, "head": head, "accuracy": float(right.mean()), "n": n,
+            "always_first": float(np.mean(np.asarray(referents) == 0)), "adjectives": "untaught"}
 
 
 def evaluate_english(model, card: ModelCard, n: int = N_PROBES, n_pairs: int = 200) -> dict:
@@ -217,6 +231,8 @@ def evaluate_english(model, card: ModelCard, n: int = N_PROBES, n_pairs: int = 2
         metrics["perplexity"] = math.exp(nll / count)
         fit = {"ppl": metrics["perplexity"]}
     metrics["it_reference"] = it_reference(model, card, lexicon).to_dict()
+    if card.training.get("referent_head"):
+        metrics["it_reference_untaught"] = taught_head_score(model, card, lexicon)
     metrics["headline"] = {"agreement_out_of_template": metrics["out_of_template"]["pooled"]["accuracy"],
                            "minimal_pairs": metrics["minimal_pairs"]["pooled"]["accuracy"], **fit,
                            "it_referent_head": metrics["it_reference"]["accuracy"]}

@@ -42,6 +42,7 @@ from core.tokenizers.subword import SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
 from core.training.evaluate import SEEDS_DIR, evaluate_card, median_seed, seed_summary
 from core.training.starts import check_init_sources, initial_model, started_from
+from core.training.referent import ReferentBatch, ReferentPool, referent_loss
 from core.training.tasks import IGNORE, MLM_FRACTION, Batch, ImagePool, TokenPool, text_pool
 
 TRAIN_SEED = 0
@@ -80,6 +81,7 @@ class Preset:
     mask_fraction: float = MLM_FRACTION  # masked-token tasks: the share of tokens each batch hides and predicts
     random_strides: bool = False  # RoPE: a batch's positions step by 1 or 2 at random (random_stride_positions)
     init_from: str = ""  # the preset whose trained model this one starts from (initial_model), else random weights
+    referent_head: tuple[int, int] | None = None  # (layer, head) taught where "it" points (core/training/referent.py)
 
     def __post_init__(self) -> None:
         problems = [message for failed, message in (
@@ -108,6 +110,13 @@ class Preset:
             (self.random_strides and (self.config.pos_encoding != "rope" or not self.task.endswith("-lm")),
              f"random strides spread the positions RoPE turns by in a language model; {self.name!r} is "
              f"{self.task!r} with {self.config.pos_encoding!r} positions"),
+            (self.referent_head is not None and self.task != "english-mlm",
+             f"a referent head is taught on a masked-token model of English (it reads the ending that picks the "
+             f"referent); {self.name!r} is {self.task!r}"),
+            (self.referent_head is not None and not (0 <= self.referent_head[0] < self.config.n_layers
+                                                     and 0 <= self.referent_head[1] < self.config.n_heads),
+             f"the referent head {self.referent_head} is not a (layer, head) of a model with "
+             f"{self.config.n_layers} layers of {self.config.n_heads} heads"),
         ) if failed]
         if problems:
             raise ConfigError(problems[0])
@@ -124,7 +133,8 @@ class Preset:
                 **({"corpus": self.corpus} if self.corpus != "english" else {}),
                 **({"mask_fraction": self.mask_fraction} if self.mask_fraction != MLM_FRACTION else {}),
                 **({"random_strides": True} if self.random_strides else {}),
-                **({"init_from": self.init_from} if self.init_from else {})}
+                **({"init_from": self.init_from} if self.init_from else {}),
+                **({"referent_head": list(self.referent_head)} if self.referent_head else {})}
 
 
 POLISH_STEPS = 600  # the bundled vision models' second stage
@@ -132,6 +142,7 @@ POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
+REFERENT_HEAD = (3, 0)  # english-mlm-referent's taught head: the last layer's, reading the most processed stream
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
 
 
@@ -258,6 +269,15 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                         "weights, byte-level BPE, position encoding: learned",
                         **{**english_recipe, "steps": ENGLISH_MLM_STEPS}, corpus="english-referents",
                         init_from="english-lm"))
+    # english-mlm's recipe with one head taught where "it" points (core/training/referent.py): on masked tokens
+    # alone no head of english-mlm follows the meaning (chance), so the "it" lesson shows a head that was told to,
+    # scored on sentences and adjectives it was never taught on.
+    items.append(Preset("english-mlm-referent", "english-mlm",
+                        text_config(subword.VOCAB_SIZE, mask="none", head="masked_token"),
+                        "english-mlm's recipe, and one head's attention also trained on generated 'it' sentences "
+                        "(core/training/referent.py)",
+                        **{**english_recipe, "steps": ENGLISH_MLM_STEPS}, corpus="english-referents",
+                        init_from="english-lm", referent_head=REFERENT_HEAD))
     items.append(Preset("tiny-test", "reversal", text_config(vocab_size, d_model=32, n_heads=2, n_layers=1,
                                                               d_mlp=64, max_len=32),
                         "a tiny model for tests", steps=60, batch_size=32, learning_rate=3e-3, warmup=10,
@@ -390,13 +410,19 @@ def batches(preset: Preset, tokenizer: TextTokenizer | None, seed: int,
 
 
 def train_step(model: Transformer, optimizer: torch.optim.Optimizer, batch: Batch, step: int,
-               preset: Preset) -> StepStats:
-    """One update (seed 003 Algorithm 3): set the scheduled rate, forward, loss, backward, clip, Adam step."""
+               preset: Preset, referents: ReferentBatch | None = None) -> StepStats:
+    """One update (seed 003 Algorithm 3): set the scheduled rate, forward, loss, backward, clip, Adam step. With
+    `referents`, the loss adds the referent head's (referent_loss), reported in `extra`."""
     rate = scheduled_rate(step, preset)
     for group in optimizer.param_groups:
         group["lr"] = rate
     logits = logits_of(model, batch)
     loss = loss_of(logits, batch, preset.label_smoothing)
+    extra = {}
+    if referents is not None:
+        taught = referent_loss(model, referents, *preset.referent_head)
+        extra["referent_loss"] = taught.item()
+        loss = loss + taught
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     norms = gradient_norms(model)
@@ -404,7 +430,7 @@ def train_step(model: Transformer, optimizer: torch.optim.Optimizer, batch: Batc
     # measures (the scale factor is clamped to 1)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), preset.clip if preset.clip > 0 else math.inf)
     optimizer.step()
-    return StepStats(step, loss.item(), rate, float(grad_norm), accuracy=accuracy_of(logits, batch),
+    return StepStats(step, loss.item(), rate, float(grad_norm), extra, accuracy=accuracy_of(logits, batch),
                      grad_norms=norms)
 
 
@@ -415,10 +441,21 @@ def train_steps(model: Transformer, preset: Preset, tokenizer: TextTokenizer | N
     early, or look at the model between steps: it is in train mode again when the next step runs)."""
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=preset.learning_rate, weight_decay=preset.weight_decay)
+    referents = referent_batches(preset, tokenizer, seed)
     for step, batch in zip(range(preset.steps), batches(preset, tokenizer, seed, pool)):
         model.train()
-        yield train_step(model, optimizer, batch.to(device), step, preset)
+        taught = next(referents).to(device) if referents is not None else None
+        yield train_step(model, optimizer, batch.to(device), step, preset, taught)
     model.eval()
+
+
+def referent_batches(preset: Preset, tokenizer: SubwordTokenizer | None, seed: int) -> Iterator[ReferentBatch] | None:
+    """The teaching sentences' batches of a preset with a referent head (core/training/referent.py), else None."""
+    if preset.referent_head is None:
+        return None
+    from core.data.lexicon import build_lexicon  # wordfreq, lemminflect, inflect: training time only
+
+    return ReferentPool(tokenizer, build_lexicon()).batches(seed)
 
 
 def tokenizer_for(preset: Preset) -> TextTokenizer | SubwordTokenizer | None:
