@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from core.lessons import coreference
 from core.model.config import ConfigError
 from core.tokenizers import subword
 from core.tokenizers.subword import SubwordTokenizer
@@ -40,6 +41,7 @@ def test_each_teaching_sentence_points_it_at_the_noun_its_taught_adjective_picks
     tokenizer = SubwordTokenizer()
     taught = {kind: set(taught_adjectives(LEXICON, kind)) for kind in ("animate", "place")}
     animals = {noun.singular for noun in LEXICON.nouns_of("animal")}
+    place_first = 0
     for n, (ids, pronoun, referent) in enumerate(pool.rows):
         text = tokenizer.decode(ids[1:])
         tokens = tokenizer.encode(text).tokens
@@ -49,6 +51,8 @@ def test_each_teaching_sentence_points_it_at_the_noun_its_taught_adjective_picks
         assert adjective in taught[meant]
         assert (tokens[referent].strip() in animals) == (meant == "animate")
         assert not {" animal", " street"} <= set(tokens)  # never the lesson's pair of nouns
+        place_first += tokens[2].strip() not in animals
+    assert 0.4 < place_first / len(pool.rows) < 0.6  # half name the place first: order cannot stand in for meaning
 
 
 def test_the_referent_loss_is_minus_the_log_of_the_recorded_weight(pool):
@@ -93,3 +97,17 @@ def test_a_referent_head_is_checked_at_construction():
     with pytest.raises(ConfigError, match="masked-token model"):
         replace(tiny_preset(), task="english-lm")
     assert tiny_preset().recipe()["referent_head"] == [0, 1]
+
+
+def test_the_written_pairs_read_their_nouns_whole_and_put_it_after_them():
+    """core.data.it_probes' pairs can be scored word by word: each noun one piece, "it" after both, the endings
+    the only difference between the two sentences."""
+    from core.data.it_probes import IT_PAIRS
+
+    tokenizer = SubwordTokenizer()
+    for pair in IT_PAIRS:
+        first, second = (tokenizer.encode(text).tokens for text in pair.sentences())
+        positions = [coreference.word_position(first, noun) for noun in pair.nouns]
+        assert None not in positions, pair
+        assert coreference.word_position(first, "it", after=max(positions)) is not None, pair
+        assert [a != b for a, b in zip(first, second)].count(True) >= 1 and pair.endings[0] != pair.endings[1]

@@ -87,6 +87,8 @@ SAY_VERBS = ("said", "asked", "replied", "shouted", "whispered", "answered")
 IT_VERBS = ("cross", "enter", "reach", "go into", "get to", "walk through")
 IT_NEGATIONS = ("didn't", "did not", "couldn't", "could not", "wouldn't", "refused to")
 IT_LINKS = ("because it was too", "because it was so", "since it was too", "as it was too")
+IT_PLACE_VERBS = ("blocked", "delayed", "confused", "surprised", "held up", "kept back")  # the place first: "The
+# street blocked the dog because it was too tired" (core/training/referent.py teaches on these; never the corpus)
 REFERENT_CONJUNCTIONS = ("because", "because", "since", "as")
 NUMBERLESS_VERBS = ("looked", "seemed", "had become")  # the same after "it" and "they": no number to copy
 ANSWERS = ("Yes, I do.", "No, I don't.", "No, I do not.")
@@ -413,6 +415,18 @@ def it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool,
     adjective = rng.choice(adjectives(lex, "animate" if refers_to_animal else "place"))
     text = (f"The {animal.singular} {rng.choice(IT_NEGATIONS)} {rng.choice(IT_VERBS)} the {place.singular} "
             f"{rng.choice(IT_LINKS)} {adjective}.")
+    return text, animal.singular, place.singular
+
+
+def place_first_it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool,
+                            adjectives: Callable[[Lexicon, str], Sequence[str]] = Lexicon.adjectives_of
+                            ) -> tuple[str, str, str]:
+    """it_sentence's nouns in the other order: "The street blocked the dog because it was too tired" (it: the dog),
+    so that which noun "it" is cannot be read off the order of the nouns. Returns the text, the animal, the place."""
+    animal, place = pick(rng, lex.nouns_of("animal")), pick(rng, lex.nouns_of("place"))
+    adjective = rng.choice(adjectives(lex, "animate" if refers_to_animal else "place"))
+    text = (f"The {place.singular} {rng.choice(IT_PLACE_VERBS)} the {animal.singular} {rng.choice(IT_LINKS)} "
+            f"{adjective}.")
     return text, animal.singular, place.singular
 
 

@@ -32,6 +32,7 @@ import torch
 from torch.nn import functional as F
 
 from core.data import english
+from core.data.it_probes import IT_PAIRS
 from core.data.lexicon import Lexicon
 from core.data.minimal_pairs import MinimalPair, minimal_pairs
 from core.lessons import coreference
@@ -211,6 +212,20 @@ def taught_head_score(model, card: ModelCard, lexicon: Lexicon, n: int = N_IT_SE
             "always_first": float(np.mean(np.asarray(referents) == 0)), "adjectives": "untaught"}
 
 
+def written_pairs_score(model, card: ModelCard, layer: int, head: int) -> dict:
+    """One head on the hand-written pairs of core.data.it_probes (other frames and words than the corpus's): how
+    often its "it" prefers the referent in a sentence (always the animal: 50 %), and in how many pairs it follows the
+    meaning in both sentences (a head that reads one noun both times: none)."""
+    right, pairs = [], []
+    for pair in IT_PAIRS:
+        attentions = [coreference.it_attention(record_text(model, text, card=card), pair.nouns)
+                      for text in pair.sentences()]
+        right += [attention.preferred(layer, head) == referent for referent, attention in enumerate(attentions)]
+        pairs.append(bool(coreference.follows_meaning(*attentions)[layer, head]))
+    return {"layer": layer, "head": head, "accuracy": float(np.mean(right)), "n": len(right),
+            "always_first": 0.5, "pairs_followed": int(sum(pairs)), "n_pairs": len(pairs)}
+
+
 def evaluate_english(model, card: ModelCard, n: int = N_PROBES, n_pairs: int = 200) -> dict:
     """A broad-English model's card figures: evaluate_model's, held-out perplexity (a causal model) or masked-token
     accuracy beside its majority baseline (a masked-token model), and the referent head of "it"."""
@@ -231,6 +246,9 @@ def evaluate_english(model, card: ModelCard, n: int = N_PROBES, n_pairs: int = 2
         metrics["perplexity"] = math.exp(nll / count)
         fit = {"ppl": metrics["perplexity"]}
     metrics["it_reference"] = it_reference(model, card, lexicon).to_dict()
+    if _masked(model):
+        metrics["it_reference_written"] = written_pairs_score(model, card, metrics["it_reference"]["layer"],
+                                                              metrics["it_reference"]["head"])
     if card.training.get("referent_head"):
         metrics["it_reference_untaught"] = taught_head_score(model, card, lexicon)
     metrics["headline"] = {"agreement_out_of_template": metrics["out_of_template"]["pooled"]["accuracy"],

@@ -3,8 +3,9 @@
 Trained on masked tokens alone, no head of english-mlm lets "it" follow the meaning (its card: 49-50.5 %, chance),
 because nothing in that loss needs the referent at the position of a visible "it". A model can be told, as LISA
 (Strubell et al. 2018) tells one head to attend to each word's syntactic parent: besides the masked-token loss, each
-step reads a batch of "it" sentences (english.it_sentence) and adds the cross-entropy of the chosen head's row at
-"it" against the referent,
+step reads a batch of "it" sentences (english.it_sentence, half of them with the place named first,
+english.place_first_it_sentence, so that the order of the nouns cannot stand in for their meaning) and adds the
+cross-entropy of the chosen head's row at "it" against the referent,
 
     L_referent = -mean over sentences of log A[referent, it]     (A: that head's pattern, seed 001 eq. 2.3)
 
@@ -64,8 +65,9 @@ class ReferentPool:
         self.pad_id = tokenizer.pad_id
         self.rows: list[tuple[list[int], int, int]] = []  # ids, pronoun, referent
         while len(self.rows) < n:
-            to_animal = len(self.rows) % 2 == 0
-            text, animal, place = english.it_sentence(rng, lexicon, to_animal, taught_adjectives)
+            to_animal, place_first = len(self.rows) % 2 == 0, len(self.rows) // 2 % 2 == 1  # a quarter each
+            write = english.place_first_it_sentence if place_first else english.it_sentence
+            text, animal, place = write(rng, lexicon, to_animal, taught_adjectives)
             if (animal, place) == coreference.CANDIDATES:
                 continue
             encoded = tokenizer.encode(text)
