@@ -128,6 +128,10 @@ def how_the_head_was_found() -> None:
         score = (f" On {untaught['n']} sentences whose adjective it was never taught on, L{taught[0]} H{taught[1]} "
                  f"followed the meaning {untaught['accuracy']:.0%} of the time (always the animal: "
                  f"{untaught['always_first']:.0%})." if untaught else "")
+        written = card.metrics.get("it_reference_written")
+        if written and [written["layer"], written["head"]] == list(taught):
+            score += (f" Of {written['n_pairs']} pairs written apart from the generator (other frames, nouns and "
+                      f"adjectives), it followed the meaning in both sentences of {written['pairs_followed']}.")
         st.info(f"**L{taught[0]} H{taught[1]} was taught.** Besides its masked words, {literal(card.name)} read "
                 "generated sentences like these in training, and a second loss pulled this head's weight from “it” onto the "
                 "noun it stands for (as LISA, Strubell et al. 2018, teaches a head syntax). It was never shown "

@@ -56,7 +56,10 @@ def measured_answer(name: str, layer: int, head: int) -> str:
             (1, 0): f"{second}, then {first}"}[tuple(picks)]
 
 
-@pytest.mark.parametrize("name", ["english-mlm", "english-lm"])
+TAUGHT = "english-mlm-referent"
+
+
+@pytest.mark.parametrize("name", [TAUGHT, "english-mlm", "english-lm"])
 def test_the_reveal_grades_the_prediction_against_this_runs_attention(name):
     at = start(model=name)
     ok(at)
@@ -109,3 +112,36 @@ def test_every_chart_grows_in_presenter_mode():
     before, after = chart_fonts(revealed(False)), chart_fonts(revealed(True))
     assert len(before) == len(after) == 4
     assert all(big > small for (small, _), (big, _) in zip(before, after))
+
+
+def test_the_taught_head_follows_the_meaning_in_the_classic_sentences():
+    """The classic figure, live (issue 34): english-mlm-referent's referent head, chosen on generated sentences that
+    never pair "animal" with "street", reads the animal when the sentence ends "tired" and the street when it ends
+    "wide"; it follows the meaning on 9 generated sentences in 10, on more than 8 in 10 whose adjective it was never
+    taught on, and on most of the pairs written apart from the generator (core.data.it_probes), where english-mlm's
+    heads follow it on none."""
+    _, card = load_model(TAUGHT)
+    found, untaught = card.metrics["it_reference"], card.metrics["it_reference_untaught"]
+    assert (found["layer"], found["head"]) == tuple(card.training["referent_head"])
+    assert measured_answer(TAUGHT, found["layer"], found["head"]) == "animal, then street"
+    assert found["accuracy"] >= 0.9 and untaught["accuracy"] >= 0.85 and untaught["always_first"] == 0.5
+    written = card.metrics["it_reference_written"]
+    assert (written["layer"], written["head"]) == (found["layer"], found["head"])
+    assert written["pairs_followed"] > 0.7 * written["n_pairs"] and written["accuracy"] > 0.8
+    _, plain = load_model("english-mlm")  # masked words alone: no head follows the meaning
+    assert plain.metrics["it_reference"]["accuracy"] < 0.6
+
+
+def test_the_page_opens_on_the_taught_model_and_says_it_was_taught_only_after_reveal():
+    at = start()
+    ok(at)
+    assert at.selectbox(key="model").value == TAUGHT
+    before = " ".join(element.value for element in [*at.main.caption, *at.main.info, *at.main.markdown])
+    assert "was taught" not in before and "%" not in before  # neither its score nor its training answers it
+    at.radio(key="predict_it").set_value(at.radio(key="predict_it").options[0]).run()
+    at.button(key="predict_it__reveal").click().run()
+    ok(at)
+    told = " ".join(as_shown(element.value) for element in at.info)
+    _, card = load_model(TAUGHT)
+    assert "was taught" in told and f"{card.metrics['it_reference_untaught']['accuracy']:.0%}" in told
+    assert "Right." in grade_text(at)
