@@ -30,7 +30,7 @@ from pages.ui.store import Setting, get_recording  # noqa: E402
 from pages.ui.widgets import BIND, keep_in_range  # noqa: E402
 
 ENGLISH_TASKS = ("english-mlm", "english-lm")
-TAUGHT_MODEL = "english-mlm-referent"  # english-mlm with a head taught where "it" points (core/training/referent.py)
+TAUGHT_MODEL = "english-mlm-it"  # english-mlm with a head taught where "it" points (core/training/referent.py)
 UNTAUGHT_MODEL = "english-mlm"
 NOUN = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # letters, one apostrophe inside: the options show them
 

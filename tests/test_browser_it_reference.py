@@ -1,5 +1,5 @@
 """"What does “it” refer to?" in a real browser, on the bundled english-mlm and on the page's default,
-english-mlm-referent: before Reveal no chart of attention is drawn; after it, the pronoun's row in both sentences and
+english-mlm-it: before Reveal no chart of attention is drawn; after it, the pronoun's row in both sentences and
 every head's preference are (four Vega charts), with the grade. Screenshots (it-reference-before,
 it-reference-revealed, it-reference-taught) go to $ATTENTION_LAB_SCREENSHOTS when it is set. Run with
 `pytest -m browser tests/test_browser_it_reference.py`."""

@@ -56,7 +56,7 @@ def measured_answer(name: str, layer: int, head: int) -> str:
             (1, 0): f"{second}, then {first}"}[tuple(picks)]
 
 
-TAUGHT = "english-mlm-referent"
+TAUGHT = "english-mlm-it"
 
 
 @pytest.mark.parametrize("name", [TAUGHT, "english-mlm", "english-lm"])
@@ -115,7 +115,7 @@ def test_every_chart_grows_in_presenter_mode():
 
 
 def test_the_taught_head_follows_the_meaning_in_the_classic_sentences():
-    """The classic figure, live (issue 34): english-mlm-referent's referent head, chosen on generated sentences that
+    """The classic figure, live (issue 34): english-mlm-it's referent head, chosen on generated sentences that
     never pair "animal" with "street", reads the animal when the sentence ends "tired" and the street when it ends
     "wide"; it follows the meaning on 9 generated sentences in 10, on more than 8 in 10 whose adjective it was never
     taught on, and on most of the pairs written apart from the generator (core.data.it_probes), where english-mlm's

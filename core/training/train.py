@@ -142,7 +142,7 @@ POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
-REFERENT_HEAD = (3, 0)  # english-mlm-referent's taught head: the last layer's, reading the most processed stream
+REFERENT_HEAD = (3, 0)  # english-mlm-it's taught head: the last layer's, reading the most processed stream
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
 
 
@@ -272,7 +272,7 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # english-mlm's recipe with one head taught where "it" points (core/training/referent.py): on masked tokens
     # alone no head of english-mlm follows the meaning (chance), so the "it" lesson shows a head that was told to,
     # scored on sentences and adjectives it was never taught on.
-    items.append(Preset("english-mlm-referent", "english-mlm",
+    items.append(Preset("english-mlm-it", "english-mlm",
                         text_config(subword.VOCAB_SIZE, mask="none", head="masked_token"),
                         "english-mlm's recipe, and one head's attention also trained on generated 'it' sentences "
                         "(core/training/referent.py)",
