@@ -116,6 +116,7 @@ def reveal(prediction: str | None) -> None:
 predict_then_reveal("predict_it", f"In head L{layer} H{head}, which noun does “it” attend to more in each sentence?",
                     choices, reveal, about=f"{card.name}\n{first_text}\n{second_text}")
 
+
 def how_the_head_was_found() -> None:
     """The referent head's scores on generated sentences, and, for a taught model, that and how it was taught."""
     if found:
@@ -133,9 +134,9 @@ def how_the_head_was_found() -> None:
             score += (f" Of {written['n_pairs']} pairs written apart from the generator (other frames, nouns and "
                       f"adjectives), it followed the meaning in both sentences of {written['pairs_followed']}.")
         st.info(f"**L{taught[0]} H{taught[1]} was taught.** Besides its masked words, {literal(card.name)} read "
-                "generated sentences like these in training, and a second loss pulled this head's weight from “it” onto the "
-                "noun it stands for (as LISA, Strubell et al. 2018, teaches a head syntax). It was never shown "
-                "“animal” with “street”, nor half the adjectives." + score + f" Nothing is written into it: the "
+                "generated sentences like these in training, and a second loss pulled this head's weight from "
+                "“it” onto the noun it stands for (as LISA, Strubell et al. 2018, teaches a head syntax). It was "
+                "never shown “animal” with “street”, nor half the adjectives." + score + " Nothing is written into it: the "
                 "weights above are what it computed from this sentence. Trained on masked words alone "
                 f"({UNTAUGHT_MODEL}), no head follows the meaning: pick {UNTAUGHT_MODEL} in the sidebar to compare.",
                 icon=":material/school:")

@@ -408,25 +408,19 @@ def _it_reference(rng: random.Random, lex: Lexicon) -> str:
 
 
 def it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool,
-                adjectives: Callable[[Lexicon, str], Sequence[str]] = Lexicon.adjectives_of) -> tuple[str, str, str]:
+                adjectives: Callable[[Lexicon, str], Sequence[str]] = Lexicon.adjectives_of,
+                place_first: bool = False) -> tuple[str, str, str]:
     """An "it" sentence and its two nouns (animal, place): `refers_to_animal` picks an adjective of animates (it:
-    the animal) or of places (it: the place), from `adjectives(lex, kind)` (by default all of that kind)."""
+    the animal) or of places (it: the place), from `adjectives(lex, kind)` (by default all of that kind). With
+    `place_first`, the place is named first ("The street blocked the dog because it was too tired"), so that which
+    noun "it" is cannot be read off the order of the nouns."""
     animal, place = pick(rng, lex.nouns_of("animal")), pick(rng, lex.nouns_of("place"))
     adjective = rng.choice(adjectives(lex, "animate" if refers_to_animal else "place"))
+    if place_first:
+        return (f"The {place.singular} {rng.choice(IT_PLACE_VERBS)} the {animal.singular} {rng.choice(IT_LINKS)} "
+                f"{adjective}.", animal.singular, place.singular)
     text = (f"The {animal.singular} {rng.choice(IT_NEGATIONS)} {rng.choice(IT_VERBS)} the {place.singular} "
             f"{rng.choice(IT_LINKS)} {adjective}.")
-    return text, animal.singular, place.singular
-
-
-def place_first_it_sentence(rng: random.Random, lex: Lexicon, refers_to_animal: bool,
-                            adjectives: Callable[[Lexicon, str], Sequence[str]] = Lexicon.adjectives_of
-                            ) -> tuple[str, str, str]:
-    """it_sentence's nouns in the other order: "The street blocked the dog because it was too tired" (it: the dog),
-    so that which noun "it" is cannot be read off the order of the nouns. Returns the text, the animal, the place."""
-    animal, place = pick(rng, lex.nouns_of("animal")), pick(rng, lex.nouns_of("place"))
-    adjective = rng.choice(adjectives(lex, "animate" if refers_to_animal else "place"))
-    text = (f"The {place.singular} {rng.choice(IT_PLACE_VERBS)} the {animal.singular} {rng.choice(IT_LINKS)} "
-            f"{adjective}.")
     return text, animal.singular, place.singular
 
 

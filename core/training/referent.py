@@ -3,9 +3,9 @@
 Trained on masked tokens alone, no head of english-mlm lets "it" follow the meaning (its card: 49-50.5 %, chance),
 because nothing in that loss needs the referent at the position of a visible "it". A model can be told, as LISA
 (Strubell et al. 2018) tells one head to attend to each word's syntactic parent: besides the masked-token loss, each
-step reads a batch of "it" sentences (english.it_sentence, half of them with the place named first,
-english.place_first_it_sentence, so that the order of the nouns cannot stand in for their meaning) and adds the
-cross-entropy of the chosen head's row at "it" against the referent,
+step reads a batch of "it" sentences (english.it_sentence, half of them with the place named first, so that the
+order of the nouns cannot stand in for their meaning) and adds the cross-entropy of the chosen head's row at "it"
+against the referent,
 
     L_referent = -mean over sentences of log A[referent, it]     (A: that head's pattern, seed 001 eq. 2.3)
 
@@ -66,8 +66,7 @@ class ReferentPool:
         self.rows: list[tuple[list[int], int, int]] = []  # ids, pronoun, referent
         while len(self.rows) < n:
             to_animal, place_first = len(self.rows) % 2 == 0, len(self.rows) // 2 % 2 == 1  # a quarter each
-            write = english.place_first_it_sentence if place_first else english.it_sentence
-            text, animal, place = write(rng, lexicon, to_animal, taught_adjectives)
+            text, animal, place = english.it_sentence(rng, lexicon, to_animal, taught_adjectives, place_first)
             if (animal, place) == coreference.CANDIDATES:
                 continue
             encoded = tokenizer.encode(text)
@@ -88,6 +87,16 @@ class ReferentPool:
         generator = torch.Generator().manual_seed(seed + 1)
         while True:
             yield self.batch(torch.randint(len(self.rows), (size,), generator=generator).tolist())
+
+
+def referent_batches(referent_head: tuple[int, int] | None, tokenizer: SubwordTokenizer | None,
+                     seed: int) -> Iterator[ReferentBatch] | None:
+    """The teaching sentences' batches for a preset's referent head, drawn with `seed`; None without one."""
+    if referent_head is None:
+        return None
+    from core.data.lexicon import build_lexicon  # wordfreq, lemminflect, inflect: training time only
+
+    return ReferentPool(tokenizer, build_lexicon()).batches(seed)
 
 
 def referent_loss(model: Transformer, batch: ReferentBatch, layer: int, head: int) -> torch.Tensor:

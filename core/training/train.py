@@ -42,7 +42,7 @@ from core.tokenizers.subword import SubwordTokenizer
 from core.tokenizers.words import TextTokenizer
 from core.training.evaluate import SEEDS_DIR, evaluate_card, median_seed, seed_summary
 from core.training.starts import check_init_sources, initial_model, started_from
-from core.training.referent import ReferentBatch, ReferentPool, referent_loss
+from core.training.referent import ReferentBatch, referent_batches, referent_loss
 from core.training.tasks import IGNORE, MLM_FRACTION, Batch, ImagePool, TokenPool, text_pool
 
 TRAIN_SEED = 0
@@ -263,21 +263,17 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # pairs 72); from english-lm's weights and hiding BERT's 15 %, in 92.5 % (pairs 85). Pilots of 2,400 steps at
     # half the rate from english-lm's weights: 40 % hidden 77, 20 % 80, 15 % 81. It reads the corpus with "it"/"they"
     # agreeing with the referent the meaning picks (english.CORPORA), so resolving "it" pays.
-    items.append(Preset("english-mlm", "english-mlm", text_config(subword.VOCAB_SIZE, mask="none",
-                                                                  head="masked_token"),
-                        "bidirectional masked-token model on the broad-English corpus, started from english-lm's "
-                        "weights, byte-level BPE, position encoding: learned",
-                        **{**english_recipe, "steps": ENGLISH_MLM_STEPS}, corpus="english-referents",
-                        init_from="english-lm"))
+    masked = Preset("english-mlm", "english-mlm", text_config(subword.VOCAB_SIZE, mask="none", head="masked_token"),
+                    "bidirectional masked-token model on the broad-English corpus, started from english-lm's "
+                    "weights, byte-level BPE, position encoding: learned",
+                    **{**english_recipe, "steps": ENGLISH_MLM_STEPS}, corpus="english-referents",
+                    init_from="english-lm")
     # english-mlm's recipe with one head taught where "it" points (core/training/referent.py): on masked tokens
     # alone no head of english-mlm follows the meaning (chance), so the "it" lesson shows a head that was told to,
     # scored on sentences and adjectives it was never taught on.
-    items.append(Preset("english-mlm-it", "english-mlm",
-                        text_config(subword.VOCAB_SIZE, mask="none", head="masked_token"),
-                        "english-mlm's recipe, and one head's attention also trained on generated 'it' sentences "
-                        "(core/training/referent.py)",
-                        **{**english_recipe, "steps": ENGLISH_MLM_STEPS}, corpus="english-referents",
-                        init_from="english-lm", referent_head=REFERENT_HEAD))
+    items += [masked, replace(masked, name="english-mlm-it", referent_head=REFERENT_HEAD,
+                              description="english-mlm's recipe, and one head's attention also trained on generated "
+                                          "'it' sentences (core/training/referent.py)")]
     items.append(Preset("tiny-test", "reversal", text_config(vocab_size, d_model=32, n_heads=2, n_layers=1,
                                                               d_mlp=64, max_len=32),
                         "a tiny model for tests", steps=60, batch_size=32, learning_rate=3e-3, warmup=10,
@@ -441,21 +437,12 @@ def train_steps(model: Transformer, preset: Preset, tokenizer: TextTokenizer | N
     early, or look at the model between steps: it is in train mode again when the next step runs)."""
     torch.manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=preset.learning_rate, weight_decay=preset.weight_decay)
-    referents = referent_batches(preset, tokenizer, seed)
+    referents = referent_batches(preset.referent_head, tokenizer, seed)  # teaching sentences, or None
     for step, batch in zip(range(preset.steps), batches(preset, tokenizer, seed, pool)):
         model.train()
         taught = next(referents).to(device) if referents is not None else None
         yield train_step(model, optimizer, batch.to(device), step, preset, taught)
     model.eval()
-
-
-def referent_batches(preset: Preset, tokenizer: SubwordTokenizer | None, seed: int) -> Iterator[ReferentBatch] | None:
-    """The teaching sentences' batches of a preset with a referent head (core/training/referent.py), else None."""
-    if preset.referent_head is None:
-        return None
-    from core.data.lexicon import build_lexicon  # wordfreq, lemminflect, inflect: training time only
-
-    return ReferentPool(tokenizer, build_lexicon()).batches(seed)
 
 
 def tokenizer_for(preset: Preset) -> TextTokenizer | SubwordTokenizer | None:
