@@ -4,8 +4,8 @@ Seed 001 §1.1 figure 2 (x_n = W p_n + e_n) and §4.2 (a CLS token at n = 0, the
 block). The numbers come from core/lessons/vision.py (a recording of one forward pass); this page only renders them.
 
 URL parameters (all widgets but the upload are bound: a link cannot carry a file): model, notation (sidebar);
-source, sample, start, ink, background, drawing (the drawn grid, pages/ui/drawing.py), pe, apply, layer, head,
-patch, rollout_from, opacity.
+source, sample, frame (an upload's framing), start, ink, background, drawing (the drawn grid, pages/ui/drawing.py),
+pe, apply, layer, head, patch, rollout_from, opacity.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ SOURCES = {"sample": "a generated sample", "upload": "an uploaded image", "draw"
 TEST_SET_LABELS = {"mix": "the training mix", "cluttered": "cluttered backgrounds", "plain": "plain backgrounds",
                    "drawn": "drawings on the grid", "off-centre": "shapes off-centre, small or large",
                    "nothing": "empty images"}
+FRAME_HELP = ("Before the shrink to the model's size: cut a square around what is drawn, and thicken lines thinner "
+              "than one of the model's pixels, as a person looks at the drawing and not at the paper "
+              "(core/serving/framing.py). Off: the whole centre square is shrunk, and a small or thinly drawn shape "
+              "nearly vanishes.")
 PLOT_CONFIG = {"displaylogo": False}
 NO_BAR = {"displaylogo": False, "displayModeBar": False}
 
@@ -93,22 +97,22 @@ def trust_note(model: str, image: np.ndarray, pe: str | None, directory: str) ->
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def decode_upload(data: bytes, size: int) -> LoadedImage | str:
-    """An uploaded file as a size x size RGB image (the size the model reads), or why it can't be used: decoded once
-    per file content, so reruns (a layer, a head, a patch) reuse it. "Busy" is raised, not returned, so that it is
-    not cached."""
+def decode_upload(data: bytes, size: int, frame: bool) -> LoadedImage | str:
+    """An uploaded file as a size x size RGB image (the size the model reads), framed around its drawing or not
+    (core.serving.framing), or why it can't be used: decoded once per file content and framing, so reruns (a layer,
+    a head, a patch) reuse it. "Busy" is raised, not returned, so that it is not cached."""
     try:
-        return load_image(data, size=size)
+        return load_image(data, size=size, frame=frame)
     except ImageBusyError:
         raise
     except ImageInputError as error:
         return str(error)
 
 
-def read_upload(data: bytes, size: int) -> LoadedImage | str:
+def read_upload(data: bytes, size: int, frame: bool) -> LoadedImage | str:
     """The decoded upload, or the loader's one-line message saying why it can't be used (now)."""
     try:
-        return decode_upload(data, size)
+        return decode_upload(data, size, frame)
     except ImageBusyError as error:
         return str(error)
 
@@ -125,8 +129,8 @@ def image_model_picker(cards: list[ModelCard]) -> ModelCard:
         "A bundled vision transformer: vit-<encoding> read the class from the CLS token; vit-mean averages all tokens "
         "instead. *Worst set* is its lowest accuracy over the six held-out test sets of the training generator (the "
         "sample *Kind* picker shows each set, with the model's accuracy on it); *worst drawing or photo condition* "
-        "its lowest over drawings and photos made apart from that generator, as a class makes them (thin strokes "
-        "are the hardest).", "image")
+        "its lowest over drawings and photos made apart from that generator, as a class makes them, uploads framed "
+        "as this page frames them (outlines drawn on this page's own grid are the hardest).", "image")
     cfg = card.config
     rows = cfg.image_size // cfg.patch_size
     readout = "CLS token at n = 0" if cfg.uses_cls else "mean over all tokens (no CLS)"
@@ -155,8 +159,10 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None, D
             "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
             max_upload_size=MAX_UPLOAD_BYTES // 2 ** 20,
             help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB and {MAX_PIXELS / 1e6:.1f} megapixels (a JPEG "
-                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square and shrunk to {size}×{size} "
-                 f"pixels, the size the model reads.")
+                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square, framed around its drawing "
+                 f"(the toggle below) and shrunk to {size}×{size} pixels, the size the model reads.")
+        frame = st.toggle("Frame the drawing", value=not is_pretrained(card), key="frame", bind=BIND,
+                          help=FRAME_HELP)
         st.caption("A link to this page cannot carry the uploaded file: whoever opens it uploads the image again.")
         if uploaded is None:
             st.info("Choose an image file above. " + (
@@ -165,7 +171,7 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None, D
                 "photographed: a photo of one shape drawn with a thick pen works best, any other photo confuses them."
                 if not is_pretrained(card) else f"{card.name} reads {size}×{size} photos."), icon="🖼️")
             return None, "", None, None
-        loaded = read_upload(uploaded.getvalue(), size)
+        loaded = read_upload(uploaded.getvalue(), size, frame is not False)
         if isinstance(loaded, str):
             st.error(f"**Can't use this file:** {loaded}", icon="⚠️")
             return None, "", None, None

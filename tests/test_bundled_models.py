@@ -14,6 +14,7 @@ import torch
 from PIL import Image, ImageDraw
 from safetensors import safe_open
 
+from core.data import student_drawings
 from core.data.images import CLASSES, HELDOUT_SEED, TEST_SETS, mask_grid, template_cells
 from core.lessons.vision import record_image
 from core.model.checkpoint import read_card
@@ -271,11 +272,13 @@ def test_the_vision_models_are_compared_trained_alike_with_their_presets_recipe(
 
 
 OLD_SETS_GOAL = 0.95  # the generator's own held-out sets (issue 35's first sketches had cost them 2-4 points)
-# Issue 35's goal is 0.95 on every condition, for the mean over seeds (and the shipped seed). Thin strokes and tiny
-# shapes do not reach it yet (the README says how far they fall short), nor do outlines drawn on the page's own
-# canvas ("canvas", 11-33 % before the second stage): their floors keep what was reached from slipping back.
-CONDITION_GOALS = {"blank": 0.95, "thick": 0.95, "large": 0.95, "wobbly": 0.95, "rotated": 0.95, "photographed": 0.95,
-                   "outlined": 0.95, "thin": 0.80, "tiny": 0.85, "canvas": 0.60}
+# Issue 35's goal is 0.95 on every condition, for the mean over seeds (and the shipped seed). Read as the page reads an
+# upload by default, framed around the drawing (core.serving.framing), the shipped seeds reach it on every condition
+# but the outlines drawn on the page's own canvas ("canvas", never framed: 11-33 % before the second stage).
+FRAMED_GOALS = {name: 0.95 for name in student_drawings.CONDITIONS} | {"canvas": 0.60}
+# The other seeds were measured before framing, and their weights are not shipped: unframed, thin strokes and tiny
+# shapes fall short too (the README says how far). These floors keep what was reached from slipping back.
+UNFRAMED_GOALS = FRAMED_GOALS | {"thin": 0.80, "tiny": 0.85}
 SEED_SLACK = 0.021  # one seed, the shipped one too, may fall five images of 240 short of the mean's goal
 BLANK_RAMP_GOAL = 0.95  # blank shaded pages called "nothing" at every strength of the ramp
 TEMPLATE_GOAL = 0.98  # the probability each drawing template's own class gets
@@ -302,23 +305,34 @@ def test_every_vision_model_meets_the_goal_on_every_test_set_at_every_seed(name)
 
 
 @pytest.mark.parametrize("name", VISION_MODELS)
-def test_every_vision_model_at_every_seed_meets_the_goals_on_a_classs_drawings_and_photos(name):
-    """Issue 35's held-out conditions (measured afresh for the shipped seed above; each seed's card holds its own):
-    over the three seeds, rotated, thick, outlined, large, wobbly and photographed shapes are named at 95 % on
-    average, thin, tiny and canvas ones at their floors, and no seed falls more than SEED_SLACK short; blank shaded
-    pages are "nothing" at every strength of the ramp for the shipped seed and on average over the seeds (40 pages
-    a strength: one seed may miss more)."""
+def test_every_shipped_vision_model_meets_the_goals_on_a_classs_drawings_and_photos_framed(name):
+    """Issue 35's held-out conditions as the page reads an upload by default (measured afresh above): every one
+    named at 95 % but the canvas outlines, at their floor, and blank shaded pages "nothing" at every ramp."""
+    metrics = BUNDLED[name].metrics
+    for condition, goal in FRAMED_GOALS.items():
+        assert metrics["conditions"][condition] >= goal - 1e-9, condition
+    assert min(metrics["blank_by_ramp"].values()) >= BLANK_RAMP_GOAL, metrics["blank_by_ramp"]
+
+
+@pytest.mark.parametrize("name", VISION_MODELS)
+def test_every_vision_model_at_every_seed_meets_the_floors_on_a_classs_drawings_and_photos_unframed(name):
+    """The same conditions unframed (each seed's card, as measured when it was trained): over the three seeds,
+    rotated, thick, outlined, large, wobbly and photographed shapes are named at 95 % on average, thin, tiny and
+    canvas ones at their floors, and no seed falls more than SEED_SLACK short; blank shaded pages are "nothing" at
+    every strength of the ramp for the shipped seed and on average over the seeds (40 pages a strength: one seed may
+    miss more)."""
     cards = _seed_cards(name)
     assert len(cards) >= 3 and BUNDLED[name].metrics["shipped_seed"] in [card.training["seed"] for card in cards]
-    for condition, goal in CONDITION_GOALS.items():
-        reached = [card.metrics["conditions"][condition] for card in cards]
+    for condition, goal in UNFRAMED_GOALS.items():
+        reached = [card.metrics["conditions_unframed"][condition] for card in cards]
         assert np.mean(reached) >= goal - 1e-9, (condition, reached)
         for card in [BUNDLED[name], *cards]:
-            assert card.metrics["conditions"][condition] >= goal - SEED_SLACK, (card.training["seed"], condition)
-    ramps = BUNDLED[name].metrics["blank_by_ramp"]
+            assert card.metrics["conditions_unframed"][condition] >= goal - SEED_SLACK, (card.training["seed"],
+                                                                                         condition)
+    ramps = BUNDLED[name].metrics["blank_by_ramp_unframed"]
     assert min(ramps.values()) >= BLANK_RAMP_GOAL, ramps
     for ramp in ramps:
-        assert np.mean([card.metrics["blank_by_ramp"][ramp] for card in cards]) >= BLANK_RAMP_GOAL, ramp
+        assert np.mean([card.metrics["blank_by_ramp_unframed"][ramp] for card in cards]) >= BLANK_RAMP_GOAL, ramp
 
 
 @pytest.mark.parametrize("name", VISION_MODELS)
@@ -334,10 +348,11 @@ def test_every_vision_model_is_sure_of_every_drawing_template(name):
 
 
 def _uploaded(picture: Image.Image) -> np.ndarray:
-    """A picture as the image page reads it once uploaded: a PNG file decoded by core.serving.image_io, 32 x 32."""
+    """A picture as the image page reads it once uploaded: a PNG file decoded by core.serving.image_io and framed
+    around its drawing, as the page does by default, 32 x 32."""
     buffer = io.BytesIO()
     picture.save(buffer, "PNG")
-    return load_image(buffer.getvalue()).array
+    return load_image(buffer.getvalue(), frame=True).array
 
 
 def _students_pictures() -> list[tuple[str, str, np.ndarray]]:
@@ -390,8 +405,8 @@ def test_a_bidirectional_model_is_probed_on_the_whole_sentence_with_the_verb_mas
 @pytest.mark.parametrize("name", VISION_MODELS)
 def test_every_vision_model_scores_what_its_card_says_on_every_drawing_and_photo_condition(name):
     """Issue 35's held-out conditions (core.data.student_drawings: drawn apart from the training generator, through
-    the upload path), measured afresh, are the card's figures; blank pages are split by the strength of the ramp."""
-    from core.data import student_drawings
+    the upload path, framed as the page frames it by default), measured afresh, are the card's figures; blank pages
+    are split by the strength of the ramp."""
     from core.training.evaluate import condition_accuracies
 
     model, card = bundled(name)

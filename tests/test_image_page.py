@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import charts, drawn
-from PIL import Image
+from PIL import Image, ImageDraw
 from streamlit.testing.v1 import AppTest
 from upload_files import encode, flat_png, header_only_png, many_frame_gif
 from vision_models import write_tiny_vits
@@ -268,6 +268,27 @@ def test_an_upload_is_decoded_once_across_reruns(app, load_calls):
     at.file_uploader(key="upload").set_value(("other.png", png_bytes(other), "image/png")).run()
     ok(at)
     assert len(load_calls) == 2, "another file is decoded"
+
+
+def _small_drawing_png() -> bytes:
+    """A 256-pixel page with a small ring drawn off-centre in pencil."""
+    picture = Image.new("RGB", (256, 256), (246, 244, 236))
+    ImageDraw.Draw(picture).ellipse((150, 40, 200, 90), outline=(90, 90, 95), width=4)
+    return encode(picture, "PNG")
+
+
+def test_an_upload_is_framed_around_its_drawing_unless_the_toggle_is_off(app, load_calls):
+    at = app(source="upload")
+    assert at.toggle(key="frame").value is True
+    at.file_uploader(key="upload").set_value(("ring.png", _small_drawing_png(), "image/png")).run()
+    ok(at)
+    framed = text_of(at)
+    assert "framed the drawing" in framed and len(charts(at)) == N_CHARTS
+    at.toggle(key="frame").set_value(False).run()
+    ok(at)
+    assert "framed the drawing" not in text_of(at) and len(charts(at)) == N_CHARTS
+    assert len(load_calls) == 2, "the unframed image is decoded anew"
+    assert app(source="upload", frame="false").toggle(key="frame").value is False, "a link carries the choice"
 
 
 def test_a_busy_server_asks_to_try_again_and_the_retry_works(app, monkeypatch):

@@ -23,24 +23,35 @@ def test_the_held_out_drawings_share_only_the_class_names_with_the_training_gene
 
 
 def test_a_drawing_is_the_same_for_the_same_stream_and_is_an_upload_of_32_pixels():
-    first = drawings._draw("triangle", np.random.default_rng([5, 1]), degrees=(5.0, 20.0))
-    again = drawings._draw("triangle", np.random.default_rng([5, 1]), degrees=(5.0, 20.0))
+    first = drawings._draw("triangle", np.random.default_rng([5, 1]), True, degrees=(5.0, 20.0))
+    again = drawings._draw("triangle", np.random.default_rng([5, 1]), True, degrees=(5.0, 20.0))
     np.testing.assert_array_equal(first, again)
     assert first.shape == (32, 32, 3) and first.dtype == np.uint8
-    other = drawings._draw("triangle", np.random.default_rng([5, 2]), degrees=(5.0, 20.0))
+    other = drawings._draw("triangle", np.random.default_rng([5, 2]), True, degrees=(5.0, 20.0))
     assert not np.array_equal(first, other)
 
 
 def test_a_shape_is_ink_on_paper_and_a_blank_page_is_lit_unevenly():
     rng = np.random.default_rng(0)
-    square = drawings._draw("square", rng, size_range=(0.6, 0.6)).astype(float).mean(axis=2)
+    square = drawings._draw("square", rng, True, size_range=(0.6, 0.6)).astype(float).mean(axis=2)
     assert square.min() < 0.5 * square.max(), "dark ink on light paper"
     for strength in (0.0, 0.3):
-        page = drawings._draw(None, np.random.default_rng(1), ramp=strength).astype(float).mean(axis=2)
+        page = drawings._draw(None, np.random.default_rng(1), True, ramp=strength).astype(float).mean(axis=2)
         assert not (page == page[0, 0]).all(), "paper has grain"
-    ramped = drawings._draw(None, np.random.default_rng(3), ramp=0.3).astype(float).mean(axis=2)
-    flat = drawings._draw(None, np.random.default_rng(3), ramp=0.0).astype(float).mean(axis=2)
+    ramped = drawings._draw(None, np.random.default_rng(3), True, ramp=0.3).astype(float).mean(axis=2)
+    flat = drawings._draw(None, np.random.default_rng(3), True, ramp=0.0).astype(float).mean(axis=2)
     assert np.ptp(ramped) > np.ptp(flat) + 20
+
+
+def test_framed_as_the_page_frames_an_upload_a_tiny_shape_fills_more_of_the_image_and_a_blank_page_is_unchanged():
+    for stream in range(5):
+        framed, unframed = (drawings._draw("square", np.random.default_rng([7, stream]), framed, size_range=(0.15, 0.2),
+                                           stroke_range=(0.12, 0.2)).astype(float).mean(axis=2)
+                            for framed in (True, False))
+        dark = [(image < (image.max() + image.min()) / 2).mean() for image in (framed, unframed)]
+        assert dark[0] > 3 * dark[1], "framed, the square covers several times the pixels"
+        blank = [drawings._draw(None, np.random.default_rng([8, stream]), framed, ramp=0.3) for framed in (True, False)]
+        np.testing.assert_array_equal(*blank)
 
 
 def test_every_condition_holds_its_shapes_evenly_and_blank_pages_by_ramp():

@@ -5,8 +5,10 @@ shapes are polygons drawn with Pillow at 256 pixels (a phone's size for the phot
 smoothed random walk across the outline (the generator bends the whole plane with sine waves), its light is a lamp's
 fall-off from a point with a vignette, or a linear ramp for blank pages (the generator: a linear ramp and a half-plane
 shadow), its shadows are a blurred hand-shaped ellipse; and every image reaches 32x32 through the image page's upload
-path, core.serving.image_io.load_image (PNG, or JPEG for photos), as a student's upload does. One condition, "canvas",
-is drawn on the image page's own 16x16 canvas instead, rendered as the page renders it (core.data.images.mask_grid).
+path, core.serving.image_io.load_image (PNG, or JPEG for photos), as a student's upload does, framed around its
+drawing as the page frames it by default (core.serving.framing; condition_set's frame=False does not). One condition,
+"canvas", is drawn on the image page's own 16x16 canvas instead, rendered as the page renders it
+(core.data.images.mask_grid), and never framed, as on the page.
 
     python -m core.data.student_drawings OUT.png     # a contact sheet of every condition
 """
@@ -189,13 +191,14 @@ def _photo_bytes(page: np.ndarray, jpeg: bool, rng: np.random.Generator) -> byte
     return buffer.getvalue()
 
 
-def _draw(shape: str | None, rng: np.random.Generator, *, size_range=(0.4, 0.8), degrees=(-10.0, 10.0),
-          stroke_range=(0.08, 0.16), outlined: bool = False, wobble=(0.0, 0.015), photo: bool = False,
-          ramp: float | None = None) -> np.ndarray:
+def _draw(shape: str | None, rng: np.random.Generator, framed: bool, *, size_range=(0.4, 0.8),
+          degrees=(-10.0, 10.0), stroke_range=(0.08, 0.16), outlined: bool = False, wobble=(0.0, 0.015),
+          photo: bool = False, ramp: float | None = None) -> np.ndarray:
     """One image through the upload path: uint8 [32, 32, 3]. size_range: the shape's size as a fraction of the
     (square) frame; degrees: its turn; stroke_range: stroke width as a fraction of its size; wobble: the hand's
     largest deviation as a fraction of its size; photo: a phone-size JPEG with a lamp, a shadow and sensor noise;
-    ramp: a blank page under a linear ramp of that strength (shape must be None)."""
+    ramp: a blank page under a linear ramp of that strength (shape must be None); framed: framed around the drawing
+    as the image page does by default (core.serving.framing)."""
     canvas = PHONE_SIZES[rng.integers(len(PHONE_SIZES))] if photo else (SIDE, SIDE)
     frame = min(canvas)
     page = _page(canvas, rng)
@@ -211,7 +214,7 @@ def _draw(shape: str | None, rng: np.random.Generator, *, size_range=(0.4, 0.8),
     page = page * _light(canvas, ramp, photo, rng)[..., None]
     if photo:
         page = page * rng.uniform(0.9, 1.1, 3) + rng.normal(0, rng.uniform(1, 4), page.shape)
-    return load_image(_photo_bytes(page, jpeg=photo, rng=rng)).array
+    return load_image(_photo_bytes(page, jpeg=photo, rng=rng), frame=framed).array
 
 
 SHAPES = CLASSES[:-1]
@@ -238,13 +241,13 @@ def _canvas_outline(shape: str, rng: np.random.Generator) -> np.ndarray:
     return mask_grid(cells)
 
 
-def _condition(name: str, rng: np.random.Generator) -> list[tuple[np.ndarray, int]]:
-    """The condition's images and labels."""
+def _condition(name: str, rng: np.random.Generator, frame: bool) -> list[tuple[np.ndarray, int]]:
+    """The condition's images and labels (uploads framed or not; the canvas is never framed, as on the page)."""
     if name == "canvas":
         per_shape = N_PER_SHAPE * len(SHAPES) // len(OUTLINABLE)
         return [(_canvas_outline(shape, rng), CLASSES.index(shape)) for shape in OUTLINABLE for _ in range(per_shape)]
     if name == "blank":
-        return [(_draw(None, rng, ramp=strength), CLASSES.index("nothing")) for strength in RAMPS
+        return [(_draw(None, rng, frame, ramp=strength), CLASSES.index("nothing")) for strength in RAMPS
                 for _ in range(N_PER_SHAPE)]
     settings = {
         "rotated": (SHAPES, {"degrees": (5.0, 20.0)}),
@@ -258,16 +261,17 @@ def _condition(name: str, rng: np.random.Generator) -> list[tuple[np.ndarray, in
     }
     shapes, options = settings[name]
     per_shape = N_PER_SHAPE * len(SHAPES) // len(shapes)  # every condition holds 240 shapes
-    return [(_draw(shape, rng, **options), CLASSES.index(shape)) for shape in shapes for _ in range(per_shape)]
+    return [(_draw(shape, rng, frame, **options), CLASSES.index(shape)) for shape in shapes
+            for _ in range(per_shape)]
 
 
 @cache
-def condition_set(name: str, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+def condition_set(name: str, seed: int = SEED, frame: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The held-out images (uint8 [n, 32, 32, 3]) and labels (int64 [n]) of one condition (CONDITIONS), drawn from
-    its own stream of `seed`; the same every time."""
+    its own stream of `seed`; the same every time. frame: uploads framed around the drawing, the page's default."""
     if name not in CONDITIONS:
         raise ValueError(f"unknown condition {name!r}; the conditions are {', '.join(CONDITIONS)}")
-    pairs = _condition(name, np.random.default_rng([seed, CONDITIONS.index(name)]))
+    pairs = _condition(name, np.random.default_rng([seed, CONDITIONS.index(name)]), frame)
     return np.stack([image for image, _ in pairs]), np.array([label for _, label in pairs], dtype=np.int64)
 
 

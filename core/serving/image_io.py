@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import ExifTags, Image, UnidentifiedImageError
 
+from core.serving.framing import frame_drawing
+
 ALLOWED_FORMATS = ("PNG", "JPEG", "GIF", "BMP", "WEBP")
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 # Decoded in full: a 4K screenshot (3840x2160) at most, about 32 MB at 4 bytes a pixel.
@@ -109,11 +111,13 @@ class LoadedImage:
     notes: list[str] = field(default_factory=list)
 
 
-def load_image(data: bytes, size: int = 32) -> LoadedImage:
-    """Decode untrusted ``data`` into a ``size`` x ``size`` RGB image, or raise ImageInputError."""
+def load_image(data: bytes, size: int = 32, frame: bool = False) -> LoadedImage:
+    """Decode untrusted ``data`` into a ``size`` x ``size`` RGB image, or raise ImageInputError. ``frame``: cut a
+    square around the drawing and thicken its thin strokes before the shrink (core.serving.framing), as the image
+    page does by default."""
     _check_upload_bytes(data)
     try:
-        return _decode(data, size)
+        return _decode(data, size, frame)
     except ImageInputError:
         raise
     except Image.DecompressionBombError as exc:
@@ -210,17 +214,17 @@ def _decode_slot() -> Iterator[None]:
         _DECODE_SLOTS.release()
 
 
-def _decode(data: bytes, size: int) -> LoadedImage:
+def _decode(data: bytes, size: int, frame: bool) -> LoadedImage:
     """Open and check from the header, then decode in one of the slots; may raise any Pillow error (wrapped by
     the caller)."""
     _check_png_chunks(data)
     with _open(data) as image:
         _check_dimensions(image)
         with _decode_slot():
-            return _decode_checked(image, size)
+            return _decode_checked(image, size, frame)
 
 
-def _decode_checked(image: Image.Image, size: int) -> LoadedImage:
+def _decode_checked(image: Image.Image, size: int, frame: bool) -> LoadedImage:
     """Decode the first frame (a JPEG at a reduced scale) and convert it. Everything here may decode: a PNG's
     EXIF may follow its pixels, so Pillow decodes it to read the orientation."""
     width, height = image.size
@@ -236,7 +240,7 @@ def _decode_checked(image: Image.Image, size: int) -> LoadedImage:
     image.load()  # the first frame only
     square = _shrink_square(image, size * _DRAFT_FACTOR, notes)
     upright = square.transpose(_TRANSPOSES[orientation]) if orientation in _TRANSPOSES else square
-    final = _fit_square(upright, size, original_size, notes)
+    final = _fit_square(_framed(upright, size, notes) if frame else upright, size, original_size, notes)
     return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size, notes=notes)
 
 
@@ -284,6 +288,14 @@ def _flatten_onto_white(image: Image.Image, notes: list[str]) -> Image.Image:
         notes.append("flattened transparency onto white")
     white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
     return Image.alpha_composite(white, rgba).convert("RGB")
+
+
+def _framed(image: Image.Image, size: int, notes: list[str]) -> Image.Image:
+    """The square framed around its drawing (core.serving.framing), the framing noted."""
+    framed, framing = frame_drawing(image, size)
+    if framing is not None:
+        notes.append(framing.note(image.size[0]))
+    return framed
 
 
 def _fit_square(

@@ -253,13 +253,14 @@ def rollout_on_object(model: Transformer, pool: ImagePool) -> tuple[float, float
 
 
 @torch.no_grad()
-def condition_accuracies(model: Transformer) -> tuple[dict[str, float], dict[str, float]]:
+def condition_accuracies(model: Transformer, frame: bool = True) -> tuple[dict[str, float], dict[str, float]]:
     """Accuracy on each condition of core.data.student_drawings (drawings and photos as a class makes them, drawn by
-    code apart from the training generator and read through the upload path), and, for the blank pages, the
-    fraction called "nothing" at each strength of the brightness ramp (by its strength, as a string)."""
+    code apart from the training generator and read through the upload path, framed around the drawing as the page
+    does by default or not), and, for the blank pages, the fraction called "nothing" at each strength of the
+    brightness ramp (by its strength, as a string)."""
     accuracies, blank = {}, {}
     for name in student_drawings.CONDITIONS:
-        images, labels = student_drawings.condition_set(name)
+        images, labels = student_drawings.condition_set(name, frame=frame)
         right = (model(images_to_tensor(images)).logits.argmax(-1) == torch.as_tensor(labels)).numpy()
         accuracies[name] = float(right.mean())
         if name == "blank":
@@ -272,12 +273,15 @@ def evaluate_shapes(model: Transformer, n: int = 500) -> dict:
     """Accuracy on each held-out test set (core.data.images.TEST_SETS: the training mix, each kind of image alone,
     shapes off-centre at the extremes of size, empty images), the lowest of them, the drawing templates, where
     the readout's rollout falls, and each condition of a class's drawings and photos (condition_accuracies) with
-    the lowest of them."""
+    the lowest of them: uploads framed as the page frames them by default, and (``*_unframed``) not."""
     sets = {name: shapes_accuracy(model, ImagePool(n, HELDOUT_SEED, name)) for name in TEST_SETS}
     on_object, chance = rollout_on_object(model, ImagePool(n, HELDOUT_SEED, "mix"))
     conditions, blank = condition_accuracies(model)
+    unframed, blank_unframed = condition_accuracies(model, frame=False)
     metrics = {"accuracy": sets["mix"], "test_sets": sets, "worst_set": min(sets.values()),
                "conditions": conditions, "worst_condition": min(conditions.values()), "blank_by_ramp": blank,
+               "conditions_unframed": unframed, "worst_condition_unframed": min(unframed.values()),
+               "blank_by_ramp_unframed": blank_unframed,
                "templates_correct": templates_correct(model),
                "rollout_on_object": on_object, "object_patch_fraction": chance}
     metrics["headline"] = {"worst_set": metrics["worst_set"], "worst_condition": metrics["worst_condition"],
