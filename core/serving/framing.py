@@ -53,8 +53,8 @@ class Framing:
         left, top, right, _ = self.box
         parts = []
         if right - left < side:
-            parts.append(f"framed the drawing: cut a {right - left}×{right - left} square around it from the "
-                         f"{side}×{side} picture")
+            parts.append(f"framed the drawing: cut a square around it, {(right - left) / side:.0%} of the picture's "
+                         f"side")
         if self.thickened:
             parts.append(f"thickened its thin strokes by {self.thickened} pixel{'s' * (self.thickened > 1)} each "
                          f"side, so the shrink keeps them")
