@@ -51,8 +51,8 @@ TEST_SET_LABELS = {"mix": "the training mix", "cluttered": "cluttered background
                    "nothing": "empty images"}
 FRAME_HELP = ("Before the shrink to the model's size: cut a square around what is drawn, and thicken lines thinner "
               "than one of the model's pixels, as a person looks at the drawing and not at the paper "
-              "(core/serving/framing.py). Off: the whole centre square is shrunk, and a small or thinly drawn shape "
-              "nearly vanishes.")
+              "(core/serving/framing.py). Off: the centre square is shrunk whole, and a small or thinly drawn shape "
+              "nearly vanishes, or one off to a side is cut away.")
 PLOT_CONFIG = {"displaylogo": False}
 NO_BAR = {"displaylogo": False, "displayModeBar": False}
 
@@ -159,8 +159,9 @@ def choose_image(card: ModelCard) -> tuple[np.ndarray | None, str, int | None, D
             "Upload a PNG or JPEG (also GIF, BMP, WebP)", type=UPLOAD_TYPES, key="upload",
             max_upload_size=MAX_UPLOAD_BYTES // 2 ** 20,
             help=f"At most {MAX_UPLOAD_BYTES // 2 ** 20} MB and {MAX_PIXELS / 1e6:.1f} megapixels (a JPEG "
-                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). It is centre-cropped to a square, framed around its drawing "
-                 f"(the toggle below) and shrunk to {size}×{size} pixels, the size the model reads.")
+                 f"{MAX_JPEG_PIXELS / 1e6:.0f}). A square is cut around its drawing, wherever it is in the "
+                 f"picture (the toggle below; off, or on a blank page, the centre square), and shrunk to "
+                 f"{size}×{size} pixels, the size the model reads.")
         frame = st.toggle("Frame the drawing", value=not is_pretrained(card), key="frame", bind=BIND,
                           help=FRAME_HELP)
         st.caption("A link to this page cannot carry the uploaded file: whoever opens it uploads the image again.")
@@ -220,7 +221,8 @@ def drawing() -> tuple[np.ndarray, str, None, DeltaGenerator]:
     pixels = IMAGE_SIZE // DRAW_CELLS
     st.caption(f"Draw with the mouse, a finger or a pen: each cell is {pixels}×{pixels} pixels of the "
                f"{IMAGE_SIZE}×{IMAGE_SIZE} image. The model reads the drawing when a stroke ends; the link to this "
-               "page carries it.")
+               "page carries it. Its classes: a circle is a filled disc and its outline a ring; a square, triangle or "
+               "bar may be filled or outlined.")
     ink, background = _rgb(ink), _rgb(background)
     col_canvas, col_verdict = st.columns([2, 1], gap="large")
     with col_canvas:

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from core.serving.framing import FILL, MIN_SIDE, frame_drawing, ink_mask
-from core.serving.image_io import load_image
+from core.serving.image_io import NO_DRAWING_NOTE, load_image
 
 SIDE = 256
 
@@ -71,7 +71,7 @@ def test_a_small_drawing_is_framed_so_it_fills_the_square(light):
     assert x0 <= left and y0 <= top and x1 > left + width and y1 > top + width, "the drawing is inside the frame"
     assert abs((x1 - x0) - (width + 1) / FILL) <= 2, "the drawing fills FILL of the frame"
     assert framing.thickened == 0, "a filled square has no thin strokes"
-    assert "framed the drawing" in framing.note(SIDE)
+    assert "framed the drawing" in framing.note((SIDE, SIDE))
 
 
 def test_a_speck_is_not_blown_up_past_the_smallest_frame():
@@ -84,7 +84,42 @@ def test_a_speck_is_not_blown_up_past_the_smallest_frame():
 def test_a_large_drawing_is_not_cut():
     picture = with_ink(page("lamp"), lambda d: d.ellipse((10, 12, 240, 244), fill=255))
     framed, framing = frame_drawing(picture, 32)
-    assert framing is None and framed is picture
+    assert not framing.cropped and framing.note((SIDE, SIDE)) == ""
+    assert np.array_equal(np.asarray(framed), np.asarray(picture))
+
+
+def wide_page(width: int, height: int, ramp: float, seed: int = 0) -> np.ndarray:
+    """A page [height, width, 3] float: paper with grain, darker by `ramp` from left to right."""
+    rng = np.random.default_rng(seed)
+    shade = 1 - ramp * np.linspace(0, 1, width)[None, :, None]
+    return (np.array((245, 242, 232), float) + rng.normal(0, 5, (height, width, 1))) * shade
+
+
+def landscape(left: int) -> Image.Image:
+    """A 640x480 page with a filled square 60 pixels across whose left edge is at `left`."""
+    return with_ink(wide_page(640, 480, 0.2), lambda d: d.rectangle((left, 200, left + 60, 260), fill=255))
+
+
+def test_a_drawing_off_to_one_side_of_a_landscape_photo_is_found():
+    """The whole picture is searched: the centre crop (x 80..560) would cut this square at x 560..620 away."""
+    picture = landscape(560)
+    framed, framing = frame_drawing(picture, 32)
+    x0, y0, x1, y1 = framing.box
+    assert framing.picture == (640, 480) and x0 <= 560 and x1 > 620 and x1 <= 640 and y0 <= 200 and y1 > 260
+    plain, found = load_image(png(picture)), load_image(png(picture), frame=True)
+    assert plain.array.min() > 100, "unframed, the centre crop holds no ink"
+    assert found.array.min() < 80, "framed, the square is in the picture"
+    smallest = round(MIN_SIDE * 480)  # the square is at least MIN_SIDE of the shorter side
+    assert found.notes == [f"framed the drawing: cut a {smallest}×{smallest} square around it from the 640×480 "
+                           "picture",
+                           "resized that square to 32×32"]
+
+
+def test_a_blank_page_framed_says_so_and_reads_the_centre_square():
+    picture = blank(wide_page(400, 256, 0.25))
+    loaded, plain = load_image(png(picture), frame=True), load_image(png(picture))
+    assert loaded.notes == [NO_DRAWING_NOTE, "resized from 400×256 to 32×32 (centre crop to square first)"]
+    assert np.abs(loaded.array.astype(int) - plain.array).max() <= 1
 
 
 def test_a_drawing_at_the_edge_is_framed_inside_the_picture():
@@ -97,7 +132,7 @@ def test_a_drawing_at_the_edge_is_framed_inside_the_picture():
 def test_thin_lines_are_thickened_so_the_shrink_keeps_them():
     picture = with_ink(page("ramp", 0.2), lambda d: d.rectangle((60, 90, 200, 130), outline=255, width=1))
     framed, framing = frame_drawing(picture, 32)
-    assert framing.thickened >= 1 and framing.dark_ink and "thickened" in framing.note(SIDE)
+    assert framing.thickened >= 1 and framing.dark_ink and "thickened" in framing.note((SIDE, SIDE))
     plain = load_image(png(picture)).array.astype(float).min(-1)
     shown = load_image(png(picture), frame=True).array.astype(float).min(-1)
     assert shown.min() < plain.min() - 40, "the line is darker after the shrink than it was unframed"

@@ -14,9 +14,9 @@ import torch
 from PIL import ExifTags, Image, features
 from upload_files import png_chunk, png_header
 
-from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, KIND_MIX, KINDS, NOTHING, POLISH_MIX,
-                              SKETCH_MIX, TEST_SETS, TRAIN_SEED, ShapeSample, generate_dataset, generate_sample,
-                              generate_test_set, mask_grid, template_cells)
+from core.data.images import (CLASSES, DRAW_CELLS, HELDOUT_SEED, IMAGE_SIZE, KIND_MIX, KINDS, NOTHING, PEN_MIX,
+                              PEN_SHARE, POLISH_MIX, SKETCH_MIX, TEST_SETS, TRAIN_SEED, ShapeSample, generate_dataset,
+                              generate_sample, generate_test_set, mask_grid, template_cells)
 from core.data import images
 from core.model.patches import images_to_tensor, mask_to_patch_fraction, patch_grid, patchify, unpatchify
 from core.serving.image_io import MAX_UPLOAD_BYTES, ImageInputError, LoadedImage, load_image
@@ -532,6 +532,14 @@ def test_the_polish_mix_draws_every_kind_in_its_shares() -> None:
     kinds = [generate_sample(rng, mix=POLISH_MIX).kind for _ in range(500)]
     np.testing.assert_allclose([kinds.count(kind) / 500 for kind in KINDS], POLISH_MIX, atol=0.06)
     assert all(POLISH_MIX), "every kind of the first stage is kept"
+
+
+def test_the_pen_mix_is_the_polish_mix_with_more_pen_drawings() -> None:
+    pen = KINDS.index("pen")
+    assert sum(PEN_MIX) == pytest.approx(1) and PEN_MIX[pen] == PEN_SHARE > POLISH_MIX[pen]
+    others = [index for index in range(len(KINDS)) if index != pen]
+    np.testing.assert_allclose(np.array(PEN_MIX)[others] / np.array(POLISH_MIX)[others],
+                               (1 - PEN_SHARE) / (1 - POLISH_MIX[pen]))
 
 
 def _ink_cells(sample: ShapeSample) -> np.ndarray:

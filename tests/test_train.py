@@ -244,11 +244,13 @@ def test_a_tie_in_the_main_figure_is_broken_by_the_next():
     assert median_seed(per_seed) == 2  # of the two at 100 %, the one with the higher perplexity
 
 
-def _small_vit(polish_steps: int = 0):
-    """A vision transformer's recipe, small enough to train in a test, with a second stage of polish_steps."""
+def _small_vit(polish_steps: int = 0, pen_steps: int = 0):
+    """A vision transformer's recipe, small enough to train in a test, with a second stage of polish_steps and a
+    third of pen_steps."""
     from core.training.train import image_config
     return replace(presets(TextTokenizer().vocab_size)["vit-learned"], config=image_config(d_model=16, d_mlp=32,
-                   n_layers=1), steps=4, batch_size=8, pool_size=40, warmup=2, polish_steps=polish_steps)
+                   n_layers=1), steps=4, batch_size=8, pool_size=40, warmup=2, polish_steps=polish_steps,
+                   pen_steps=pen_steps)
 
 
 def test_both_stages_at_once_round_only_the_finished_model(tmp_path, monkeypatch):
@@ -280,7 +282,7 @@ def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_
     first = train.first_stage(_small_vit(polish_steps=3))
     assert first.polish_steps == 0 and first.recipe() == _small_vit().recipe()
     second = train.polish_stage(_small_vit(polish_steps=3))
-    assert (second.steps, second.schedule, second.polishing) == (3, "constant", True)
+    assert (second.steps, second.schedule, second.later_stage) == (3, "constant", "polish")
     assert second.learning_rate == pytest.approx(first.learning_rate / 10)
     mixes = []
     monkeypatch.setattr(train, "ImagePool", lambda n, seed, mix: mixes.append(mix) or original_pool(n, seed, mix=mix))
@@ -303,6 +305,38 @@ def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_
     assert train.trained_with(seed_card, _small_vit(polish_steps=3))
     assert not train.trained_with(seed_card, first), "a polished seed is not the first stage's any more"
     assert not train.trained_with(seed_card, _small_vit(polish_steps=4))
+
+
+def test_a_third_stage_goes_on_from_the_second_stages_stored_weights_on_the_pen_mix(tmp_path, monkeypatch):
+    """A preset with pen_steps runs its third stage after the second, from the second's weights as stored, on
+    PEN_MIX; a seed trained through the second stage gets only the third, and the card says each stage's run."""
+    import core.training.train as train
+    from core.data.images import PEN_MIX, POLISH_MIX
+    from core.training.tasks import ImagePool as original_pool
+    monkeypatch.setattr(train, "POLISH_POOL", 40)
+    monkeypatch.setattr(train, "evaluate_card", lambda path, tokenizer: {"headline": {"worst_set": 0.5}})
+    full, through_second = _small_vit(polish_steps=2, pen_steps=3), _small_vit(polish_steps=2)
+    assert [name for name, _ in train.stages(full)] == ["first", "polish", "pen"]
+    third = train.pen_stage(full)
+    assert (third.steps, third.later_stage, third.learning_rate) == (3, "pen", train.polish_stage(full).learning_rate)
+    seed_dir = tmp_path / f"seed-{full.seed}"
+    seed_card = train.train_preset(through_second, seed_dir, progress=False)
+    second_end = load_checkpoint(seed_card)[0].state_dict()
+    assert train.trained_with(seed_card, through_second) and not train.trained_with(seed_card, full)
+    mixes, starts = [], []
+    monkeypatch.setattr(train, "ImagePool", lambda n, seed, mix: mixes.append(mix) or original_pool(n, seed, mix=mix))
+    monkeypatch.setattr(train, "train_preset", lambda *a, **k: pytest.fail("retrained from the start"))
+    original_trained = train._trained
+    monkeypatch.setattr(train, "_trained", lambda model, p, *a: starts.append(
+        all(torch.equal(v, second_end[k]) for k, v in model.state_dict().items())) or original_trained(model, p, *a))
+    train.train_seed(full, full.seed, tmp_path, progress=False)
+    assert starts == [True] and mixes == [PEN_MIX] and PEN_MIX != POLISH_MIX, "only the third stage ran"
+    card = load_checkpoint(seed_card)[1]
+    assert card.training["pen_steps"] == 3 and card.training["polish_steps"] == 2
+    assert [step for step, _ in card.training["pen_loss_curve"]] == [0, 2] and "polish_loss_curve" in card.training
+    assert train.trained_with(seed_card, full) and not train.trained_with(seed_card, through_second)
+    with pytest.raises(ConfigError, match="pen stage goes on from the second"):
+        _small_vit(pen_steps=3)
 
 
 def test_the_corpus_and_the_mask_fraction_are_checked_and_recorded():
@@ -355,9 +389,13 @@ def test_a_masked_batch_hides_the_fraction_it_is_given():
         assert abs(share - fraction) < 0.03
 
 
-def test_only_image_models_have_a_second_stage():
-    with pytest.raises(Exception, match="second stage"):
-        replace(presets(TextTokenizer().vocab_size)["tiny-test"], polish_steps=5)
+def test_only_image_models_have_later_stages():
+    text = presets(TextTokenizer().vocab_size)["tiny-test"]
+    for later in ({"polish_steps": 5}, {"polish_steps": 5, "pen_steps": 5}, {"later_stage": "polish"}):
+        with pytest.raises(ConfigError, match="later stages polish an image model"):
+            replace(text, **later)
+    with pytest.raises(ConfigError, match="not one of polish, pen"):
+        replace(_small_vit(), later_stage="glaze")
 
 
 def _started_from_tiny(**changes):

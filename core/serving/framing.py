@@ -10,14 +10,16 @@ misread both. A person looking at the picture would first look at the drawing, n
 2. The ink: pixels that differ from that light by more than ``INK_LEVELS`` grey levels and ``INK_SIGMAS`` times
    the paper's grain (the fit's robust spread), with isolated pixels dropped.
 3. The frame: a square around the ink's box, the box filling ``FILL`` of its side (as a large shape fills the
-   training images), never smaller than ``MIN_SIDE`` of the picture, moved inside it where the box is near an edge.
+   training images), never smaller than ``MIN_SIDE`` of the picture's shorter side nor larger than it, moved inside
+   the picture where the box is near an edge. The whole picture is searched, so a drawing off to one side of a
+   landscape photo is found, where a centre crop would cut it.
 4. Thin strokes: where less than ``THIN_SURVIVAL`` of the ink survives an erosion by half a model pixel (nearly
    all of it is thinner than one model pixel), it is thickened by up to half a model pixel each side (a minimum
    filter for dark ink, a maximum filter for light ink), so the shrink keeps a line about a pixel wide. A filled
    shape or a thick stroke is left as it is.
 
-A picture with no ink (a blank page) is left as it is. Every step is said in ``Framing.note``, and the app shows the
-framed image as what the model read.
+A picture with no ink (a blank page) is read as before, its centre square. Every step is said in ``Framing.note``,
+and the app shows the framed image as what the model read.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 from PIL import Image, ImageFilter
 
 FILL = 0.85  # the ink's box fills this much of the framed square's side (the training images: 15-95 %)
-MIN_SIDE = 0.3  # the framed square's smallest side, as a fraction of the picture's: a speck is not blown up whole
+MIN_SIDE = 0.3  # the framed square's smallest side, a fraction of the picture's shorter one: a speck is not blown up
 EDGE_BAND = 0.08  # the page's light is fitted on this band along the edges (a fraction of the side)
 INK_LEVELS = 20.0  # grey levels a pixel must differ from the page's light to be ink, at the least
 INK_SIGMAS = 6.0  # ... and this many times the paper's grain
@@ -40,24 +42,30 @@ THIN_SURVIVAL = 0.3  # strokes are thin when less than this share of the ink sur
 
 @dataclass(frozen=True)
 class Framing:
-    """How a picture was framed: ``box`` (left, top, right, bottom) is the square cut from it, in its pixels;
-    ``thickened`` how many of its pixels each stroke grew on each side (0: not at all); ``dark_ink`` whether the ink
-    is darker than the page."""
+    """How a picture was framed: ``box`` (left, top, right, bottom) is the square cut from it, in the pixels of the
+    picture framed, whose (width, height) is ``picture``; ``thickened`` how many of those pixels each stroke grew on
+    each side (0: not at all); ``dark_ink`` whether the ink is darker than the page."""
 
     box: tuple[int, int, int, int]
+    picture: tuple[int, int]
     thickened: int
     dark_ink: bool
 
-    def note(self, side: int) -> str:
-        """One line for the user; ``side``: the picture's side in pixels."""
-        left, top, right, _ = self.box
-        parts = []
-        if right - left < side:
-            parts.append(f"framed the drawing: cut a square around it, {(right - left) / side:.0%} of the picture's "
-                         f"side")
+    @property
+    def cropped(self) -> bool:
+        """Whether the square is a part of the picture (not the whole of a square picture)."""
+        return self.box != (0, 0, *self.picture)
+
+    def note(self, original_size: tuple[int, int]) -> str:
+        """One line for the user, in the pixels of the picture as uploaded (``original_size``, width and height: the
+        picture framed may have been shrunk first)."""
+        width, height = original_size
+        side = round((self.box[2] - self.box[0]) * width / self.picture[0])
+        parts = [f"framed the drawing: cut a {side}×{side} square around it from the {width}×{height} picture"
+                 ] if self.cropped else []
         if self.thickened:
-            parts.append(f"thickened its thin strokes by {self.thickened} pixel{'s' * (self.thickened > 1)} each "
-                         f"side, so the shrink keeps them")
+            parts.append("thickened its thin strokes by up to half a pixel of the model's image each side, so the "
+                         "shrink keeps them")
         return "; ".join(parts)
 
 
@@ -107,13 +115,22 @@ def ink_mask(gray: np.ndarray) -> tuple[np.ndarray, bool] | None:
 
 def _square_around(ink: np.ndarray) -> tuple[int, int, int, int]:
     """The framed square (left, top, right, bottom) around the ink's box, inside the picture."""
-    side_px = ink.shape[0]
+    picture_height, picture_width = ink.shape
+    shorter = min(picture_height, picture_width)
     rows, cols = np.flatnonzero(ink.any(1)), np.flatnonzero(ink.any(0))
     width, height = cols[-1] + 1 - cols[0], rows[-1] + 1 - rows[0]
-    side = round(min(side_px, max(max(width, height) / FILL, MIN_SIDE * side_px)))
-    left = int(np.clip(round((cols[0] + cols[-1] + 1 - side) / 2), 0, side_px - side))
-    top = int(np.clip(round((rows[0] + rows[-1] + 1 - side) / 2), 0, side_px - side))
+    side = round(min(shorter, max(max(width, height) / FILL, MIN_SIDE * shorter)))
+    left = int(np.clip(round((cols[0] + cols[-1] + 1 - side) / 2), 0, picture_width - side))
+    top = int(np.clip(round((rows[0] + rows[-1] + 1 - side) / 2), 0, picture_height - side))
     return left, top, left + side, top + side
+
+
+def centre_square(image: Image.Image) -> Image.Image:
+    """The largest square at the picture's centre (the picture itself when it is square)."""
+    width, height = image.size
+    side = min(width, height)
+    left, top = (width - side) // 2, (height - side) // 2
+    return image if width == height else image.crop((left, top, left + side, top + side))
 
 
 def _erodes_away(ink: np.ndarray, radius: int) -> bool:
@@ -124,11 +141,11 @@ def _erodes_away(ink: np.ndarray, radius: int) -> bool:
 
 
 def frame_drawing(image: Image.Image, size: int) -> tuple[Image.Image, Framing | None]:
-    """The square RGB ``image`` framed for a ``size`` x ``size`` model (module docstring), and how; the image itself
-    and None when it holds no ink."""
+    """The RGB ``image`` (any shape) framed in a square for a ``size`` x ``size`` model (module docstring), and how;
+    its centre square and None when it holds no ink."""
     found = ink_mask(np.asarray(image.convert("L"), np.float64))
     if found is None:
-        return image, None
+        return centre_square(image), None
     ink, dark = found
     box = _square_around(ink)
     framed = image.crop(box)
@@ -138,6 +155,4 @@ def frame_drawing(image: Image.Image, size: int) -> tuple[Image.Image, Framing |
     if thickened:
         spread = ImageFilter.MinFilter if dark else ImageFilter.MaxFilter
         framed = framed.filter(spread(2 * thickened + 1))
-    if box[2] - box[0] == image.size[0] and not thickened:
-        return image, None
-    return framed, Framing(box, thickened, dark)
+    return framed, Framing(box, image.size, thickened, dark)

@@ -1,17 +1,14 @@
 """Turn an uploaded file (untrusted bytes) into a model-ready RGB array.
 
-The upload is checked before anything is decoded: byte size, then format and
-pixel dimensions from the header, so a decompression bomb is refused without
-ever being decompressed. What may be decoded is bounded by what it costs: a
-PNG, GIF, BMP or WebP is decoded in full (4 bytes a pixel), so at most
-``MAX_PIXELS``; a JPEG is decoded at 1/2 .. 1/8 scale (``Image.draft``), so a
-12-megapixel phone photo costs a few MB. Right after decoding, the centre
-square is converted and shrunk strip by strip, so no second full-size copy is
-made; at most ``MAX_CONCURRENT_DECODES`` uploads decode at once, process-wide.
-Whatever Pillow can decode is converted to 8-bit RGB, centre-cropped to a
-square and resized; every conversion is recorded in ``LoadedImage.notes`` so
-the app can tell the user what happened. Any problem surfaces as
-:class:`ImageInputError` with a one-line message, never as another exception.
+The upload is checked before anything is decoded: byte size, then format and pixel dimensions from the header, so a
+decompression bomb is refused without ever being decompressed. What may be decoded is bounded by what it costs: a
+PNG, GIF, BMP or WebP is decoded in full (4 bytes a pixel), so at most ``MAX_PIXELS``; a JPEG is decoded at
+1/2 .. 1/8 scale (``Image.draft``), so a 12-megapixel phone photo costs a few MB. Right after decoding, the centre
+square (the whole picture, to frame its drawing) is converted and shrunk strip by strip, so no second full-size copy
+is made; at most ``MAX_CONCURRENT_DECODES`` uploads decode at once, process-wide. Whatever Pillow can decode is
+converted to 8-bit RGB, centre-cropped (or framed around its drawing: core.serving.framing) to a square and resized;
+every conversion is recorded in ``LoadedImage.notes`` so the app can tell the user what happened. Any problem
+surfaces as :class:`ImageInputError` with a one-line message, never as another exception.
 """
 
 from __future__ import annotations
@@ -48,12 +45,13 @@ MIN_SIDE = 8
 # at least this many times the target size: cheap, and plenty for a tiny output.
 # Other formats are shrunk by whole factors (Image.reduce) to about that size.
 _DRAFT_FACTOR = 4
-# The centre square is converted and shrunk in strips of about this many pixels.
+# The picture is converted and shrunk in strips of about this many pixels.
 _STRIP_PIXELS = 1 << 18
 # Uploads decoding at once in this process, and how long another waits for a turn.
 MAX_CONCURRENT_DECODES = 2
 DECODE_WAIT_SECONDS = 3.0
 _DECODE_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
+NO_DRAWING_NOTE = "found no drawing to frame (nothing differs from the page's light), so read the centre square"
 
 # Pillow's own bomb guard (process-wide): it warns above this and refuses in
 # Image.open above twice this, before our own, format-aware check.
@@ -238,26 +236,33 @@ def _decode_checked(image: Image.Image, size: int, frame: bool) -> LoadedImage:
     if orientation in _ORIENTATION_NOTES:
         notes.append(_ORIENTATION_NOTES[orientation])
     image.load()  # the first frame only
-    square = _shrink_square(image, size * _DRAFT_FACTOR, notes)
-    upright = square.transpose(_TRANSPOSES[orientation]) if orientation in _TRANSPOSES else square
-    final = _fit_square(_framed(upright, size, notes) if frame else upright, size, original_size, notes)
-    return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size, notes=notes)
+    shrunk = _shrink(image, size * _DRAFT_FACTOR, notes, whole=frame)
+    upright = shrunk.transpose(_TRANSPOSES[orientation]) if orientation in _TRANSPOSES else shrunk
+    framing = None
+    if frame:
+        upright, framing = frame_drawing(upright, size)
+        notes.append(framing.note(original_size) if framing else NO_DRAWING_NOTE)
+    final = _fit_square(upright, size, original_size, notes, framed=framing is not None and framing.cropped)
+    return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size,
+                       notes=[note for note in notes if note])
 
 
-def _shrink_square(image: Image.Image, least: int, notes: list[str]) -> Image.Image:
-    """The centre square as RGB, shrunk by a whole factor while its side stays at least ``least``.
+def _shrink(image: Image.Image, least: int, notes: list[str], whole: bool) -> Image.Image:
+    """The centre square (or, ``whole``, the whole picture) as RGB, shrunk by a whole factor while its shorter side
+    stays at least ``least``.
 
     Converted and shrunk a strip at a time, so the only full-size buffer is the decoded image itself. (The centre
     square of a rotated image is the rotated centre square, so this may come before the EXIF orientation.)
     """
     width, height = image.size
     side = min(width, height)
-    left, top = (width - side) // 2, (height - side) // 2
+    cut_width, cut_height = (width, height) if whole else (side, side)
+    left, top = (width - cut_width) // 2, (height - cut_height) // 2
     factor = max(1, side // least)
-    rows = max(1, _STRIP_PIXELS // (side * factor)) * factor
-    out = Image.new("RGB", (-(-side // factor),) * 2)
-    for start in range(0, side, rows):
-        strip = image.crop((left, top + start, left + side, top + min(start + rows, side)))
+    rows = max(1, _STRIP_PIXELS // (cut_width * factor)) * factor
+    out = Image.new("RGB", (-(-cut_width // factor), -(-cut_height // factor)))
+    for start in range(0, cut_height, rows):
+        strip = image.crop((left, top + start, left + cut_width, top + min(start + rows, cut_height)))
         strip_notes: list[str] = []
         out.paste(_to_rgb(strip, strip_notes).reduce(factor), (0, start // factor))
         notes.extend(note for note in strip_notes if note not in notes)
@@ -290,19 +295,13 @@ def _flatten_onto_white(image: Image.Image, notes: list[str]) -> Image.Image:
     return Image.alpha_composite(white, rgba).convert("RGB")
 
 
-def _framed(image: Image.Image, size: int, notes: list[str]) -> Image.Image:
-    """The square framed around its drawing (core.serving.framing), the framing noted."""
-    framed, framing = frame_drawing(image, size)
-    if framing is not None:
-        notes.append(framing.note(image.size[0]))
-    return framed
-
-
-def _fit_square(
-    image: Image.Image, size: int, original_size: tuple[int, int], notes: list[str]
-) -> Image.Image:
-    """Resize the (already square) image to ``size`` x ``size``, noting the original size and crop."""
-    if original_size != (size, size):
+def _fit_square(image: Image.Image, size: int, original_size: tuple[int, int], notes: list[str],
+                framed: bool = False) -> Image.Image:
+    """Resize the (already square) image to ``size`` x ``size``, noting the original size and crop (``framed``: the
+    square was cut around the drawing, as the note before this one says)."""
+    if framed:
+        notes.append(f"resized that square to {size}×{size}" if image.size != (size, size) else "")
+    elif original_size != (size, size):
         crop = "" if original_size[0] == original_size[1] else " (centre crop to square first)"
         notes.append(
             f"resized from {original_size[0]}×{original_size[1]} to {size}×{size}{crop}"

@@ -10,7 +10,8 @@ as training goes on; clipping and decaying rates help). Writes NAME.safetensors 
 The optimiser options of seed 003 §4.2–4.3 are fields of a Preset (the bundled presets keep their defaults):
 the schedule (cosine, the seed's "noam" warm-up, or constant after an optional linear warm-up), gradient
 clipping (0 switches it off), label smoothing and dropout (ModelConfig.dropout). An image preset may have a
-second stage (polish_steps, polish_stage) that goes on from the first stage's weights on another mix of images.
+second stage (polish_steps, polish_stage) that goes on from the first stage's weights on another mix of images, and a
+third (pen_steps, pen_stage) from the second's on a third mix (stages).
 Every step reports the loss, the accuracy, the rate and the gradient norm, in total and per layer
 (core/training/live/ trains in the page).
 """
@@ -31,7 +32,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from core.data import english
-from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, POLISH_MIX, SKETCH_MIX
+from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, PEN_MIX, POLISH_MIX, SKETCH_MIX
 from core.model.checkpoint import ModelCard, load_checkpoint, read_card, save_checkpoint, write_card
 from core.model.config import ConfigError, ModelConfig
 from core.model.positions import random_stride_positions
@@ -52,6 +53,7 @@ TASKS = ("grammar-lm", "grammar-mlm", "english-lm", "english-mlm", "reversal", "
 COMPARED_TASKS = ("grammar-lm", "grammar-mlm", "shapes")  # the short-context text models and the image models
 COMPARED_SEEDS = (0, 1, 2)
 NOT_IN_ALL = ("tiny-test",)  # presets `--all` leaves out: a model for tests
+LATER_MIXES = {"polish": POLISH_MIX, "pen": PEN_MIX}  # the image models' later stages' pools (stages)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class Preset:
     sketches: bool = False  # images: the mix with sketches (core.data.images.SKETCH_MIX), else KIND_MIX
     seeds: tuple[int, ...] = ()  # the bundled model is the median of these seeds (train_seeds); (): one run, `seed`
     polish_steps: int = 0  # images: a second stage of this many steps (polish_stage)
-    polishing: bool = False  # this preset is a second stage: its pool is POLISH_MIX's
+    pen_steps: int = 0  # images: a third stage of this many steps, after the second (pen_stage)
+    later_stage: str = ""  # this preset is a later stage ("polish", "pen"): its pool is that stage's (LATER_MIXES)
     half_weights: bool = False  # the shipped weights stored in float16, computed in float32 (assets/ under 60 MB)
     corpus: str = "english"  # broad English: the families it draws from (core.data.english.CORPORA)
     mask_fraction: float = MLM_FRACTION  # masked-token tasks: the share of tokens each batch hides and predicts
@@ -99,8 +102,13 @@ class Preset:
             (self.augment and self.task != "shapes", f"augment turns images; the task {self.task!r} has none"),
             (self.sketches and self.task != "shapes", f"sketches are images; the task {self.task!r} has none"),
             (self.polish_steps < 0, f"polish steps cannot be negative, got {self.polish_steps}"),
-            ((self.polish_steps or self.polishing) and self.task != "shapes",
-             f"the second stage polishes an image model; the task {self.task!r} has no images"),
+            (self.pen_steps < 0, f"pen steps cannot be negative, got {self.pen_steps}"),
+            (self.pen_steps and not self.polish_steps,
+             f"the pen stage goes on from the second stage; {self.name!r} has pen_steps but no polish_steps"),
+            ((self.polish_steps or self.pen_steps or self.later_stage) and self.task != "shapes",
+             f"the later stages polish an image model; the task {self.task!r} has no images"),
+            (self.later_stage not in ("", *LATER_MIXES),
+             f"later stage {self.later_stage!r} is not one of {', '.join(LATER_MIXES)}"),
             (self.corpus not in english.CORPORA, f"corpus {self.corpus!r} is not one of {', '.join(english.CORPORA)}"),
             (self.corpus != "english" and not self.task.startswith("english"),
              f"the corpus chooses broad-English families; the task {self.task!r} reads none"),
@@ -129,6 +137,7 @@ class Preset:
                 "seed": self.seed, **({"pack": self.pack} if self.pack else {}),
                 **({"augment": True} if self.augment else {}), **({"sketches": True} if self.sketches else {}),
                 **({"polish_steps": self.polish_steps} if self.polish_steps else {}),
+                **({"pen_steps": self.pen_steps} if self.pen_steps else {}),
                 **({"stored": "float16"} if self.half_weights else {}),
                 **({"corpus": self.corpus} if self.corpus != "english" else {}),
                 **({"mask_fraction": self.mask_fraction} if self.mask_fraction != MLM_FRACTION else {}),
@@ -140,6 +149,7 @@ class Preset:
 POLISH_STEPS = 600  # the bundled vision models' second stage
 POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
 POLISH_POOL = 60000  # images the second stage draws its batches from
+PEN_STEPS = 1200  # their third stage
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 REFERENT_HEAD = (3, 0)  # english-mlm-it's taught head: the last layer's, reading the most processed stream
@@ -147,8 +157,8 @@ ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # englis
 
 
 def first_stage(preset: Preset) -> Preset:
-    """The preset without its second stage."""
-    return replace(preset, polish_steps=0)
+    """The preset without its later stages."""
+    return replace(preset, polish_steps=0, pen_steps=0)
 
 
 def polish_stage(preset: Preset) -> Preset:
@@ -156,7 +166,27 @@ def polish_stage(preset: Preset) -> Preset:
     drawn with the image page's pen and sketches to the finest hairline) at a constant tenth of the peak rate, where
     the first stage's cosine ends, with a fresh optimiser warmed up over POLISH_WARMUP steps."""
     return replace(preset, steps=preset.polish_steps, learning_rate=preset.learning_rate / 10, schedule="constant",
-                   warmup=POLISH_WARMUP, pool_size=POLISH_POOL, polish_steps=0, polishing=True)
+                   warmup=POLISH_WARMUP, pool_size=POLISH_POOL, polish_steps=0, pen_steps=0, later_stage="polish")
+
+
+def pen_stage(preset: Preset) -> Preset:
+    """The third stage of a preset with pen_steps: that many steps on PEN_MIX (more of the pen's drawings, the
+    second stage's other kinds in its proportions) as the second stage runs, from the second stage's weights."""
+    return replace(polish_stage(preset), steps=preset.pen_steps, later_stage="pen")
+
+
+LATER_STAGES = {"polish": polish_stage, "pen": pen_stage}
+
+
+def stages(preset: Preset) -> list[tuple[str, Preset]]:
+    """The preset's stages in order, each as (its name, the preset trained up to and with it): the first, then the
+    second and the third where the preset has them."""
+    through = [("first", first_stage(preset))]
+    if preset.polish_steps:
+        through.append(("polish", replace(preset, pen_steps=0)))
+    if preset.pen_steps:
+        through.append(("pen", preset))
+    return through
 
 
 @dataclass
@@ -222,9 +252,11 @@ def presets(vocab_size: int) -> dict[str, Preset]:
     # square's symmetries. (4,000 steps of 128 at D=64 from 200,000 left thin strokes at 32-52 %, tiny shapes at
     # 36-43 % and outlines at 65-75 %.) Trained on one GPU (--device cuda); the CPU trains the same recipe.
     # A second stage (polish_stage) adds what the first lacked: outlines drawn with the page's own pen, which the
-    # first stage's models read as rings or crosses (canvas outlines 11-33 %), and the finest hairlines.
+    # first stage's models read as rings or crosses (canvas outlines 11-33 %), and the finest hairlines. A third
+    # (pen_stage) gives the pen's drawings a larger share, as the canvas outlines were still read right only 59-81 %
+    # of the time (a small outlined triangle taken for a ring).
     vit_recipe = {"steps": 7000, "batch_size": 256, "learning_rate": 1.5e-3, "pool_size": 300000, "augment": True,
-                  "sketches": True, "polish_steps": POLISH_STEPS, "half_weights": True}
+                  "sketches": True, "polish_steps": POLISH_STEPS, "pen_steps": PEN_STEPS, "half_weights": True}
     vit_width = {"d_model": 128, "d_mlp": 512}
     items += [Preset(f"vit-{pe}", "shapes", image_config(pos_encoding=pe, **vit_width),
                      f"vision transformer on generated shapes, CLS readout, position encoding: {pe}", **vit_recipe)
@@ -378,11 +410,12 @@ def gradient_norms(model: Transformer) -> dict[str, float]:
 
 
 def make_pool(task: str, size: int, tokenizer: TextTokenizer | None, pack: int = 0, sketches: bool = False,
-              polishing: bool = False, corpus: str = "english") -> ImagePool | TokenPool:
-    """`size` examples of the task from the training split (never held-out data); `pack`, `sketches`, `polishing`,
-    `corpus`: see Preset."""
+              later_stage: str = "", corpus: str = "english") -> ImagePool | TokenPool:
+    """`size` examples of the task from the training split (never held-out data); `pack`, `sketches`,
+    `later_stage`, `corpus`: see Preset."""
     if task == "shapes":
-        return ImagePool(size, TRAIN_SEED, mix=POLISH_MIX if polishing else SKETCH_MIX if sketches else KIND_MIX)
+        return ImagePool(size, TRAIN_SEED, mix=LATER_MIXES[later_stage] if later_stage
+                         else SKETCH_MIX if sketches else KIND_MIX)
     return text_pool(task, size, TRAIN_SEED, tokenizer, pack, corpus)
 
 
@@ -392,7 +425,7 @@ def batches(preset: Preset, tokenizer: TextTokenizer | None, seed: int,
     the one given: pools are read-only, so runs can share one)."""
     generator = torch.Generator().manual_seed(seed)
     pool = pool if pool is not None else make_pool(preset.task, preset.pool_size, tokenizer, preset.pack,
-                                                   preset.sketches, preset.polishing, preset.corpus)
+                                                   preset.sketches, preset.later_stage, preset.corpus)
     while True:
         indices = torch.randint(len(pool), (preset.batch_size,), generator=generator).tolist()
         if preset.task == "shapes":
@@ -477,7 +510,7 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
                  pool: ImagePool | TokenPool | None = None, source_dir: Path | None = None) -> Path:
     """Train one preset from scratch (on `device`: the data is generated on the CPU either way; `pool`: make_pool's
     for the preset's first stage, already made; `source_dir`: where init_from's model ships, default out_dir), then
-    its second stage if it has one, and save it; returns the card's path."""
+    its later stages if it has them (stages), and save it; returns the card's path."""
     first = first_stage(preset)
     tokenizer = tokenizer_for(first)
     source_dir = out_dir if source_dir is None else source_dir
@@ -486,19 +519,23 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
                 **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
     card = ModelCard(first.name, first.task, first.config, first.description, training=training)
-    # a second stage goes on from the exact weights; only the finished model is rounded (half_weights)
-    path = save_checkpoint(model.cpu(), card, out_dir, half=preset.half_weights and not preset.polish_steps)
-    return polish(path, preset, progress, device) if preset.polish_steps else path
+    # a second stage goes on from the exact weights; a stage that ends the preset's stages, or a later one, is
+    # stored rounded (half_weights), and a third stage goes on from the second's as stored
+    path = save_checkpoint(model.cpu(), card, out_dir, half=preset.half_weights and len(stages(preset)) == 1)
+    return later_stages(path, preset, 1, progress, device)
 
 
-def polish(card_path: Path, preset: Preset, progress: bool = True, device: str = "cpu") -> Path:
-    """Run the preset's second stage (polish_stage) on the model at card_path, trained with its first stage, and save
-    it in place, its card's training with the second stage's recipe, seconds and loss curve (polish_*)."""
-    model, card = load_checkpoint(card_path)
-    second = polish_stage(preset)
-    stats = _trained(model.to(device), second, None, None, device, progress)
-    card.training = {**card.training, **preset.recipe(), **{f"polish_{key}": value for key, value in stats.items()}}
-    return save_checkpoint(model.cpu(), card, card_path.parent, half=preset.half_weights)
+def later_stages(card_path: Path, preset: Preset, done: int, progress: bool = True, device: str = "cpu") -> Path:
+    """Run the preset's stages after its first `done` (stages) on the model at card_path, trained with those, each
+    saved in place, its card's training with the recipe up to that stage and the stage's seconds and loss curve
+    (polish_*, pen_*). Returns the card's path."""
+    for name, through in stages(preset)[done:]:
+        model, card = load_checkpoint(card_path)
+        stats = _trained(model.to(device), LATER_STAGES[name](through), None, None, device, progress)
+        ran = {f"{name}_{key}": value for key, value in stats.items()}
+        card.training = {**card.training, **through.recipe(), **ran}
+        card_path = save_checkpoint(model.cpu(), card, card_path.parent, half=preset.half_weights)
+    return card_path
 
 
 def trained_with(card_path: Path, preset: Preset) -> bool:
@@ -510,19 +547,21 @@ def trained_with(card_path: Path, preset: Preset) -> bool:
     recipe = preset.recipe()
     return (card.config == preset.config and card.task == preset.task
             and {key: card.training.get(key) for key in recipe} == recipe
-            and card.training.get("polish_steps", 0) == preset.polish_steps)
+            and card.training.get("polish_steps", 0) == preset.polish_steps
+            and card.training.get("pen_steps", 0) == preset.pen_steps)
 
 
 def train_seed(preset: Preset, seed: int, seeds_dir: Path = SEEDS_DIR, progress: bool = True,
                device: str = "cpu", source_dir: Path = MODELS_DIR) -> dict:
     """Train the preset with `seed` into seeds_dir/seed-K/, unless a model of exactly that recipe is there (one trained
-    with the first stage alone gets only the second), and evaluate it on held-out data; returns its figures. A preset
+    with its first stages only gets the rest: stages), and evaluate it on held-out data; returns its figures. A preset
     with init_from starts from the model shipped in source_dir, not from that seed of it."""
     seeded = replace(preset, seed=seed)
     path = seeds_dir / f"seed-{seed}" / f"{preset.name}.json"
     if not trained_with(path, seeded):
-        lacks_second = seeded.polish_steps and trained_with(path, first_stage(seeded))
-        path = (polish(path, seeded, progress, device) if lacks_second
+        done = max((count for count, (_, through) in enumerate(stages(seeded), 1) if trained_with(path, through)),
+                   default=0)
+        path = (later_stages(path, seeded, done, progress, device) if done
                 else train_preset(seeded, seeds_dir / f"seed-{seed}", progress, device, source_dir=source_dir))
     return evaluate_card(path, tokenizer_for(preset))
 
