@@ -56,16 +56,16 @@ def test_a_template_gets_no_note(models):
 
 
 def test_a_face_the_model_is_unsure_of_is_called_a_guess(models):
-    """vit-mean calls this face a circle, but with less than UNSURE_BELOW of the probability."""
+    """vit-mean calls this face a bar, but with less than UNSURE_BELOW of the probability."""
     model = models["vit-mean"]
-    run = record_image(model, load_image(face_png(1)).array)
+    run = record_image(model, load_image(face_png(4)).array)
     note = confidence_note(model, run)
     assert run.probabilities.max() < UNSURE_BELOW and note is not None and note.unsure
     assert f"only {run.probabilities.max():.0%}" in note.text and "guess" in note.text
 
 
 def test_a_face_far_from_every_class_is_called_unfamiliar(models):
-    """vit-sinusoidal is 67 % sure this face is a triangle, but what it reads lies farther from every class centre
+    """vit-sinusoidal is 61 % sure this face is a square, but what it reads lies farther from every class centre
     than 99 % of its training images do."""
     model = models["vit-sinusoidal"]
     image = load_image(face_png(0)).array
@@ -81,7 +81,7 @@ def test_the_page_shows_the_note_on_a_face_and_not_on_a_template():
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.query_params["source"] = "upload"
     at.run()
-    at.file_uploader(key="upload").set_value(("face.png", face_png(2), "image/png")).run()  # unfamiliar to vit-learned
+    at.file_uploader(key="upload").set_value(("face.png", face_png(3), "image/png")).run()  # unfamiliar to vit-learned
     assert not at.exception
     assert any("The model is guessing here" in w.value for w in at.warning)
     at = AppTest.from_file(PAGE, default_timeout=120)
