@@ -609,7 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for preset in table.values():
             seeds = f"seeds {' '.join(map(str, preset.seeds))}" if preset.seeds else f"seed {preset.seed}"
-            print(f"{preset.name}\t{preset.task}\t{preset.steps} steps\t{seeds}\t{preset.description}")
+            steps = " + ".join(str(stage.steps if name == "first" else LATER_STAGES[name](stage).steps)
+                               for name, stage in stages(preset))  # each stage's
+            print(f"{preset.name}\t{preset.task}\t{steps} steps\t{seeds}\t{preset.description}")
         return 0
     names = [name for name in table if name not in NOT_IN_ALL] if args.all else args.preset
     unknown = [name for name in names if name not in table]
