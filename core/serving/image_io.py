@@ -241,10 +241,10 @@ def _decode_checked(image: Image.Image, size: int, frame: bool) -> LoadedImage:
     framing = None
     if frame:
         upright, framing = frame_drawing(upright, size)
-        notes.append(framing.note(original_size) if framing else NO_DRAWING_NOTE)
+        note = framing.note(original_size) if framing else NO_DRAWING_NOTE
+        notes.extend([note] if note else [])  # a drawing that fills a square picture, unthickened: nothing to say
     final = _fit_square(upright, size, original_size, notes, framed=framing is not None and framing.cropped)
-    return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size,
-                       notes=[note for note in notes if note])
+    return LoadedImage(array=np.array(final, dtype=np.uint8), original_size=original_size, notes=notes)
 
 
 def _shrink(image: Image.Image, least: int, notes: list[str], whole: bool) -> Image.Image:
@@ -299,9 +299,9 @@ def _fit_square(image: Image.Image, size: int, original_size: tuple[int, int], n
                 framed: bool = False) -> Image.Image:
     """Resize the (already square) image to ``size`` x ``size``, noting the original size and crop (``framed``: the
     square was cut around the drawing, as the note before this one says)."""
-    if framed:
-        notes.append(f"resized that square to {size}×{size}" if image.size != (size, size) else "")
-    elif original_size != (size, size):
+    if framed and image.size != (size, size):
+        notes.append(f"resized that square to {size}×{size}")
+    elif not framed and original_size != (size, size):
         crop = "" if original_size[0] == original_size[1] else " (centre crop to square first)"
         notes.append(
             f"resized from {original_size[0]}×{original_size[1]} to {size}×{size}{crop}"
