@@ -13,6 +13,7 @@ from core.model.checkpoint import load_checkpoint, read_card
 from core.model.config import ConfigError
 from core.model.transformer import Transformer
 from core.tokenizers.words import TextTokenizer
+from core.training import stages
 from core.training.tasks import IGNORE
 from core.training.train import batches, learning_rate, presets, train_preset, train_steps
 
@@ -258,7 +259,7 @@ def test_both_stages_at_once_round_only_the_finished_model(tmp_path, monkeypatch
     only the finished model is stored in float16."""
     import core.training.train as train
     from safetensors.torch import load_file
-    monkeypatch.setattr(train, "POLISH_POOL", 40)
+    monkeypatch.setattr(stages, "POLISH_POOL", 40)
     preset = _small_vit(polish_steps=2)
     assert preset.half_weights
     starts = []
@@ -277,11 +278,11 @@ def test_a_second_stage_starts_from_the_first_stages_weights_on_its_own_mix(tmp_
     polish mix at a tenth of the peak rate; a seed trained with the first stage alone gets only the second."""
     import core.training.train as train
     from core.data.images import POLISH_MIX
-    monkeypatch.setattr(train, "POLISH_POOL", 40)
+    monkeypatch.setattr(stages, "POLISH_POOL", 40)
     monkeypatch.setattr(train, "evaluate_card", lambda path, tokenizer: {"headline": {"worst_set": 0.5}})
-    first = train.first_stage(_small_vit(polish_steps=3))
+    first = stages.first_stage(_small_vit(polish_steps=3))
     assert first.polish_steps == 0 and first.recipe() == _small_vit().recipe()
-    second = train.polish_stage(_small_vit(polish_steps=3))
+    second = stages.polish_stage(_small_vit(polish_steps=3))
     assert (second.steps, second.schedule, second.later_stage) == (3, "constant", "polish")
     assert second.learning_rate == pytest.approx(first.learning_rate / 10)
     mixes = []
@@ -313,12 +314,12 @@ def test_a_third_stage_goes_on_from_the_second_stages_stored_weights_on_the_pen_
     import core.training.train as train
     from core.data.images import PEN_MIX, POLISH_MIX
     from core.training.tasks import ImagePool as original_pool
-    monkeypatch.setattr(train, "POLISH_POOL", 40)
+    monkeypatch.setattr(stages, "POLISH_POOL", 40)
     monkeypatch.setattr(train, "evaluate_card", lambda path, tokenizer: {"headline": {"worst_set": 0.5}})
     full, through_second = _small_vit(polish_steps=2, pen_steps=3), _small_vit(polish_steps=2)
-    assert [name for name, _ in train.stages(full)] == ["first", "polish", "pen"]
-    third = train.pen_stage(full)
-    assert (third.steps, third.later_stage, third.learning_rate) == (3, "pen", train.polish_stage(full).learning_rate)
+    assert [name for name, _ in stages.stages(full)] == ["first", "polish", "pen"]
+    third = stages.pen_stage(full)
+    assert (third.steps, third.later_stage, third.learning_rate) == (3, "pen", stages.polish_stage(full).learning_rate)
     seed_dir = tmp_path / f"seed-{full.seed}"
     seed_card = train.train_preset(through_second, seed_dir, progress=False)
     second_end = load_checkpoint(seed_card)[0].state_dict()

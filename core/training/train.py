@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from core.data import english
-from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, PEN_MIX, POLISH_MIX, SKETCH_MIX
+from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, SKETCH_MIX
 from core.model.checkpoint import ModelCard, load_checkpoint, read_card, save_checkpoint, write_card
 from core.model.config import ConfigError, ModelConfig
 from core.model.positions import random_stride_positions
@@ -44,6 +44,7 @@ from core.tokenizers.words import TextTokenizer
 from core.training.evaluate import SEEDS_DIR, evaluate_card, median_seed, seed_summary
 from core.training.starts import check_init_sources, initial_model, started_from
 from core.training.referent import ReferentBatch, referent_batches, referent_loss
+from core.training.stages import LATER_MIXES, LATER_STAGES, PEN_STEPS, POLISH_STEPS, first_stage, stages
 from core.training.tasks import IGNORE, MLM_FRACTION, Batch, ImagePool, TokenPool, text_pool
 
 TRAIN_SEED = 0
@@ -53,7 +54,6 @@ TASKS = ("grammar-lm", "grammar-mlm", "english-lm", "english-mlm", "reversal", "
 COMPARED_TASKS = ("grammar-lm", "grammar-mlm", "shapes")  # the short-context text models and the image models
 COMPARED_SEEDS = (0, 1, 2)
 NOT_IN_ALL = ("tiny-test",)  # presets `--all` leaves out: a model for tests
-LATER_MIXES = {"polish": POLISH_MIX, "pen": PEN_MIX}  # the image models' later stages' pools (stages)
 
 
 @dataclass(frozen=True)
@@ -146,47 +146,10 @@ class Preset:
                 **({"referent_head": list(self.referent_head)} if self.referent_head else {})}
 
 
-POLISH_STEPS = 600  # the bundled vision models' second stage
-POLISH_WARMUP = 50  # the second stage's fresh optimiser warms up again
-POLISH_POOL = 60000  # images the second stage draws its batches from
-PEN_STEPS = 1200  # their third stage
 ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on one core
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 REFERENT_HEAD = (3, 0)  # english-mlm-it's taught head: the last layer's, reading the most processed stream
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
-
-
-def first_stage(preset: Preset) -> Preset:
-    """The preset without its later stages."""
-    return replace(preset, polish_steps=0, pen_steps=0)
-
-
-def polish_stage(preset: Preset) -> Preset:
-    """The second stage of a preset with polish_steps: that many steps on POLISH_MIX (the first stage's kinds, shapes
-    drawn with the image page's pen and sketches to the finest hairline) at a constant tenth of the peak rate, where
-    the first stage's cosine ends, with a fresh optimiser warmed up over POLISH_WARMUP steps."""
-    return replace(preset, steps=preset.polish_steps, learning_rate=preset.learning_rate / 10, schedule="constant",
-                   warmup=POLISH_WARMUP, pool_size=POLISH_POOL, polish_steps=0, pen_steps=0, later_stage="polish")
-
-
-def pen_stage(preset: Preset) -> Preset:
-    """The third stage of a preset with pen_steps: that many steps on PEN_MIX (more of the pen's drawings, the
-    second stage's other kinds in its proportions) as the second stage runs, from the second stage's weights."""
-    return replace(polish_stage(preset), steps=preset.pen_steps, later_stage="pen")
-
-
-LATER_STAGES = {"polish": polish_stage, "pen": pen_stage}
-
-
-def stages(preset: Preset) -> list[tuple[str, Preset]]:
-    """The preset's stages in order, each as (its name, the preset trained up to and with it): the first, then the
-    second and the third where the preset has them."""
-    through = [("first", first_stage(preset))]
-    if preset.polish_steps:
-        through.append(("polish", replace(preset, pen_steps=0)))
-    if preset.pen_steps:
-        through.append(("pen", preset))
-    return through
 
 
 @dataclass
@@ -519,8 +482,8 @@ def train_preset(preset: Preset, out_dir: Path = MODELS_DIR, progress: bool = Tr
                 **_trained(model, first, tokenizer, pool, device, progress),
                 **({"tokenizer": tokenizer.path.name} if isinstance(tokenizer, SubwordTokenizer) else {})}
     card = ModelCard(first.name, first.task, first.config, first.description, training=training)
-    # a second stage goes on from the exact weights; a stage that ends the preset's stages, or a later one, is
-    # stored rounded (half_weights), and a third stage goes on from the second's as stored
+    # the second stage goes on from the first's exact weights; every later stage is stored rounded (half_weights),
+    # so a third goes on from the second's as shipped
     path = save_checkpoint(model.cpu(), card, out_dir, half=preset.half_weights and len(stages(preset)) == 1)
     return later_stages(path, preset, 1, progress, device)
 
@@ -547,8 +510,7 @@ def trained_with(card_path: Path, preset: Preset) -> bool:
     recipe = preset.recipe()
     return (card.config == preset.config and card.task == preset.task
             and {key: card.training.get(key) for key in recipe} == recipe
-            and card.training.get("polish_steps", 0) == preset.polish_steps
-            and card.training.get("pen_steps", 0) == preset.pen_steps)
+            and all(card.training.get(key, 0) == getattr(preset, key) for key in ("polish_steps", "pen_steps")))
 
 
 def train_seed(preset: Preset, seed: int, seeds_dir: Path = SEEDS_DIR, progress: bool = True,
@@ -609,8 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for preset in table.values():
             seeds = f"seeds {' '.join(map(str, preset.seeds))}" if preset.seeds else f"seed {preset.seed}"
-            steps = " + ".join(str(stage.steps if name == "first" else LATER_STAGES[name](stage).steps)
-                               for name, stage in stages(preset))  # each stage's
+            steps = " + ".join(str(n) for n in (preset.steps, preset.polish_steps, preset.pen_steps) if n)
             print(f"{preset.name}\t{preset.task}\t{steps} steps\t{seeds}\t{preset.description}")
         return 0
     names = [name for name in table if name not in NOT_IN_ALL] if args.all else args.preset
