@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from core.model.checkpoint import load_checkpoint, read_card
+from core.model.checkpoint import load_checkpoint, read_card, write_card
 from core.model.config import ConfigError
 from core.model.transformer import Transformer
 from core.tokenizers.words import TextTokenizer
@@ -167,6 +167,24 @@ def test_evaluation_keeps_the_seed_figures_where_only_the_shipped_weights_are_he
     for key in ("seeds", "mean", "spread", "shipped_seed"):
         assert metrics[key] == trained[key] == load_checkpoint(path)[1].metrics[key]
     assert metrics["headline"] == trained["headline"]  # the shipped seed, measured again
+
+
+def test_evaluation_measures_the_seeds_whose_weights_are_here_and_keeps_the_others_figures(tmp_path):
+    """Seeds made again in part (their weights here, another seed's not) are measured again; the summary still covers
+    every seed, the others' figures as recorded."""
+    from core.training.evaluate import evaluate_bundled, seed_cards
+    from core.training.train import train_seeds
+    preset = replace(presets(TextTokenizer().vocab_size)["tiny-test"], steps=8, pool_size=100)
+    path = train_seeds(preset, [0, 1, 2], tmp_path / "models", tmp_path / "seeds", progress=False)
+    trained = load_checkpoint(path)[1].metrics
+    (tmp_path / "seeds" / "seed-2" / "tiny-test.safetensors").unlink()
+    seed_card = tmp_path / "seeds" / "seed-1" / "tiny-test.json"
+    card = read_card(seed_card)
+    card.metrics = {**card.metrics, "headline": {**card.metrics["headline"], "exact": -1.0}}  # stale: measured again
+    write_card(card, seed_card.parent)
+    metrics = evaluate_bundled("tiny-test", TextTokenizer(), tmp_path / "models", tmp_path / "seeds")
+    assert sorted(seed_cards("tiny-test", tmp_path / "seeds")) == [0, 1]
+    assert metrics["seeds"] == trained["seeds"] and metrics["mean"] == pytest.approx(trained["mean"])
 
 
 def test_runs_in_parallel_train_and_ship_the_same_models_as_one_after_another(tmp_path):

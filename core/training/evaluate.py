@@ -356,16 +356,18 @@ EARLIER_RECIPE = "earlier_recipe"
 
 def evaluate_bundled(name: str, tokenizer: TextTokenizer, models_dir: Path = MODELS_DIR,
                      seeds_dir: Path = SEEDS_DIR) -> dict:
-    """The shipped model's figures and, when it was trained at several seeds, every seed's and their summary:
-    measured again where the seeds' weights are here (after python -m core.train --seeds), else as recorded when
-    they were trained."""
+    """The shipped model's figures and, when it was trained at several seeds, every seed's and their summary: each
+    seed measured again where its weights are here (after python -m core.train --seeds), else as recorded when it was
+    trained, so that a summary never drops the seeds whose weights are elsewhere."""
     path = card_path(name, models_dir)
     recorded = read_card(path).metrics
     metrics = {**evaluate_card(path, tokenizer),
                **{key: recorded[key] for key in (*SEED_FIGURES, EARLIER_RECIPE) if key in recorded}}
     seeds = seed_cards(name, seeds_dir)
     if seeds:
-        metrics.update(seed_summary({seed: evaluate_card(seed_path, tokenizer) for seed, seed_path in seeds.items()}))
+        per_seed = {int(seed): {"headline": headline} for seed, headline in recorded.get("seeds", {}).items()}
+        per_seed |= {seed: evaluate_card(seed_path, tokenizer) for seed, seed_path in seeds.items()}
+        metrics.update(seed_summary(per_seed))
     update_metrics(path, metrics)
     return metrics
 
