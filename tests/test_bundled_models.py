@@ -351,6 +351,13 @@ def test_every_shipped_vision_model_meets_the_goals_on_a_classs_drawings_and_pho
     assert min(metrics["blank_by_ramp"].values()) >= BLANK_RAMP_FLOORS.get(name, BLANK_RAMP_GOAL) - 1e-9
 
 
+def _every_seeds_card(name: str) -> list:
+    """The cards of the model's three seeds or more, the shipped seed's among them."""
+    cards = _seed_cards(name)
+    assert len(cards) >= 3 and BUNDLED[name].metrics["shipped_seed"] in [card.training["seed"] for card in cards]
+    return cards
+
+
 def _seeds_meet(cards: list, figures: str, goals: dict[str, float]) -> None:
     """The seeds' `figures` (conditions or conditions_unframed) on each condition: the mean at its goal, and no seed
     more than SEED_SLACK short of it."""
@@ -374,8 +381,7 @@ def test_every_vision_model_at_every_seed_meets_the_floors_on_a_classs_drawings_
     first two stages at theirs, the seeds of every stage at the shipped model's), and no seed falls more than
     SEED_SLACK short; the shipped model at its own floors; blank shaded pages are "nothing" at every strength of the
     ramp for the shipped seed and on average over the seeds."""
-    cards = _seed_cards(name)
-    assert len(cards) >= 3 and BUNDLED[name].metrics["shipped_seed"] in [card.training["seed"] for card in cards]
+    cards = _every_seeds_card(name)
     _seeds_meet(cards, "conditions_unframed",
                 SHIPPED_UNFRAMED_GOALS if _trained_at_its_seeds(BUNDLED[name]) else UNFRAMED_GOALS)
     for condition, goal in SHIPPED_UNFRAMED_GOALS.items():
@@ -389,9 +395,9 @@ def test_every_vision_model_at_every_seed_meets_the_floors_on_a_classs_drawings_
 def test_a_vision_model_trained_at_its_seeds_meets_the_goals_framed_on_average_over_them(name):
     """Issue 35's goal for the mean over seeds, as the page reads an upload by default: each condition named at 95 %
     on average over the seeds (the canvas outlines at their floor), no seed more than SEED_SLACK short, and blank
-    shaded pages "nothing" at every strength of the ramp on average; the shipped seed is one of them."""
-    cards = _seed_cards(name)
-    assert len(cards) >= 3 and BUNDLED[name].metrics["shipped_seed"] in [card.training["seed"] for card in cards]
+    shaded pages "nothing" at every strength of the ramp on average; the shipped card's seed figures are theirs."""
+    cards = _every_seeds_card(name)
+    assert {str(card.training["seed"]): card.metrics["headline"] for card in cards} == BUNDLED[name].metrics["seeds"]
     _seeds_meet(cards, "conditions", FRAMED_GOALS)
     _blank_pages_on_average(cards, "blank_by_ramp")
 
