@@ -274,10 +274,7 @@ def _vision_seeds(card) -> dict:
     """A vision model's seed figures: its own (trained with its recipe, every stage) or, where the third stage ran on
     the shipped seed alone, the earlier recipe's, which are not its spread."""
     if _trained_at_its_seeds(card):
-        recipe = replace(presets(TextTokenizer().vocab_size)[card.name], seed=0).recipe()
-        for seed_card in _seed_cards(card.name):
-            assert {key: seed_card.training[key] for key in recipe if key != "seed"} == {
-                key: value for key, value in recipe.items() if key != "seed"}, seed_card.training["seed"]
+        assert len(_recipes([card, *_seed_cards(card.name)])) == 1, "every seed trained as the shipped model was"
         return {key: card.metrics[key] for key in ("seeds", "mean", "spread")}
     earlier = card.metrics[EARLIER_RECIPE]
     assert "seeds" not in card.metrics and "spread" not in card.metrics, "not the shipped model's own spread"
