@@ -348,10 +348,6 @@ def evaluate_card(path: Path, tokenizer: TextTokenizer) -> dict:
 
 
 SEED_FIGURES = ("seeds", "mean", "spread", "shipped_seed")  # what train_seeds adds to the shipped model's card
-# A shipped model trained a stage further than its seeds were (a later stage run on it alone, as the vision models'
-# third): its seeds' figures, kept apart under this key, with the recipe they were trained with. They are not its
-# spread: the seeds were not trained with its recipe.
-EARLIER_RECIPE = "earlier_recipe"
 
 
 def evaluate_bundled(name: str, tokenizer: TextTokenizer, models_dir: Path = MODELS_DIR,
@@ -362,7 +358,7 @@ def evaluate_bundled(name: str, tokenizer: TextTokenizer, models_dir: Path = MOD
     path = card_path(name, models_dir)
     recorded = read_card(path).metrics
     metrics = {**evaluate_card(path, tokenizer),
-               **{key: recorded[key] for key in (*SEED_FIGURES, EARLIER_RECIPE) if key in recorded}}
+               **{key: recorded[key] for key in SEED_FIGURES if key in recorded}}
     seeds = seed_cards(name, seeds_dir)
     if seeds:
         per_seed = {int(seed): {"headline": headline} for seed, headline in recorded.get("seeds", {}).items()}
