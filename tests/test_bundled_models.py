@@ -279,11 +279,13 @@ def test_the_vision_models_are_compared_trained_alike_with_their_presets_recipe(
 
 
 OLD_SETS_GOAL = 0.95  # the generator's own held-out sets (issue 35's first sketches had cost them 2-4 points)
-# Short of it: vit-mean's drawn set after the third stage (464 of 500; 478 before it). The README says so.
+# Short of it: vit-mean's drawn set after the third stage (464 of 500; 478 before it). The README says so. Its median
+# seed by the worst set (seed 0, drawn 94.2 %) is not the one shipped: it gives the bar template 0.944 (TEMPLATE_GOAL).
 SET_FLOORS = {("vit-mean", "drawn"): 0.928}
 # Short of it on average over the seeds, trained at every stage: vit-learned's (worst sets 95.2, 95.4 and 94.0 %, the
-# drawn set each time: 94.9 on average; 95.9 for the seeds of the first two stages) and vit-none's (94.0, 95.0 and
-# 95.6 %, the drawn set each time: 94.9; 96.2 after the second stage). The README says so.
+# drawn set each time: 94.9 on average; 95.9 for the seeds of the first two stages), vit-none's (94.0, 95.0 and
+# 95.6 %, the drawn set each time: 94.9; 96.2 after the second stage), and vit-mean's (94.2, 92.8 and 94.6 %, the drawn
+# set each time: 93.9; 95.5 after the second stage). The README says so.
 MEAN_WORST_SET_FLOORS = {"vit-learned": 0.948, "vit-none": 0.948, "vit-mean": 0.938}
 # Issue 35's goal is 0.95 on every condition, for the mean over seeds (and the shipped seed). Read as the page reads an
 # upload by default, framed around the drawing (core.serving.framing), the shipped seeds reach it on every condition
