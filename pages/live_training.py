@@ -47,6 +47,7 @@ from pages.ui.safety import literal  # noqa: E402
 from pages.ui.widgets import BIND, notation_switch  # noqa: E402
 
 POLL_SECONDS = 2.0  # each poll redraws the curves: a heavier page would slow the training thread
+STOP_WAIT_SECONDS = 5.0  # how long Stop waits for the run to end (a last snapshot), to show it stopped at once
 DEFAULT = RunSpec(**RECIPES[DEFAULT_RECIPE])  # the recipe picker's first
 LR_CHOICES = (1e-4, 3e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 2e-2, 3e-2, 5e-2)
 CLIP_CHOICES = (0.0, 0.25, 0.5, 1.0, 2.0, 5.0)
@@ -380,10 +381,17 @@ def live_panel(run: LiveRun, notation: str) -> None:
 
 
 def stop(run: LiveRun) -> None:
+    """Stop the run and, once it has ended, redraw the whole page stopped (saving and comparing appear): the click's
+    effect shows at once, not at a later poll, which a busy server or a throttled background tab can delay."""
     try:
         run.stop(st.session_state["live_owner"])
     except NotOwnerError as error:  # the button is drawn for the owner only; core checks again
         st.warning(f"**Can't stop:** {error}", icon=":material/lock:")
+        return
+    if run.join(timeout=STOP_WAIT_SECONDS):
+        st.session_state["tr_was_alive"] = False  # live_panel's own rerun on the run's end: done here
+        st.rerun()
+    st.caption("Stopping after the step under way…")
 
 
 def live(run: LiveRun, notation: str) -> None:
