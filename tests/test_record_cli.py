@@ -116,6 +116,9 @@ def test_quality_names_the_held_out_figures_most_telling_first_with_their_spread
     assert quality(card) == "agreement 94% ± 2% · perplexity 17.9"
     assert quality(card, first_only=True) == "agreement 94%"  # a picker's label: the main figure alone
     assert quality(ModelCard("new", "copy", ModelConfig(vocab_size=10))) == ""
+    narrow = ModelCard("vit-x", "shapes", ModelConfig(vocab_size=10),
+                       metrics={"headline": {"accuracy": 0.981}, "spread": {"accuracy": 0.0031}})
+    assert quality(narrow) == "accuracy 98% ± 0.3%"  # a spread under a point is not shown as 0
 
 
 def test_every_bundled_model_shows_its_held_out_quality():

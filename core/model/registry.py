@@ -276,9 +276,15 @@ def quality(card: ModelCard, first_only: bool = False) -> str:
         name = PICKER_WORDS.get(key, name) if first_only else name
         shown = f"{value:.0%}" if fraction else f"{value:.1f}"
         if key in spread and not first_only:  # the main figure alone labels a picker, which must stay short
-            shown += f" ± {spread[key]:.0%}" if fraction else f" ± {spread[key]:.2g}"
+            shown += f" ± {_percent_spread(spread[key])}" if fraction else f" ± {spread[key]:.2g}"
         parts.append(f"{name} {shown}")
     return " · ".join(parts[:1] if first_only else parts)
+
+
+def _percent_spread(sd: float) -> str:
+    """A spread over seeds as a percentage: one decimal under a point, where whole points would show a real
+    spread (say 0.3 points) as "0%"."""
+    return f"{sd:.1%}" if 0 < sd < 0.01 else f"{sd:.0%}"
 
 
 def describe(card: ModelCard) -> str:
