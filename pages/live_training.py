@@ -65,6 +65,7 @@ WARMUP_OPTIONS = ["the same", "fall more slowly, stall or jump up", "fall faster
 STEP_OPTIONS = ["within 100 steps", "after 100 to 500 steps", "after more than 500 steps", "never"]
 STEP_BOUNDS = (100, 500)  # the steps STEP_OPTIONS split at
 SETUP_OPEN = "tr_setup_open"  # session state: a "Set up" button asked for the set-up panel, open until a run starts
+WAS_ALIVE = "tr_was_alive"  # session state: the run trained at the panel's last draw (its end redraws the page)
 STATUS = {"starting": "Starting", "training": "Training", "finished": "Finished", "stopped": "Stopped",
           "diverged": "Diverged", "failed": "Failed"}
 
@@ -359,8 +360,8 @@ def live_panel(run: LiveRun, notation: str) -> None:
     """Progress, stop button, curves and snapshots; polled every POLL_SECONDS while the run trains."""
     run.watch(st.session_state["live_owner"])  # its owner's page shows it: it keeps training
     view = run.view()
-    was_alive = st.session_state.get("tr_was_alive", False)
-    st.session_state["tr_was_alive"] = view.alive
+    was_alive = st.session_state.get(WAS_ALIVE, False)
+    st.session_state[WAS_ALIVE] = view.alive
     if was_alive and not view.alive:
         st.rerun()  # the whole page: saving and comparing appear, polling stops
     col_bar, col_stop = st.columns([5, 1])
@@ -389,7 +390,7 @@ def stop(run: LiveRun) -> None:
         st.warning(f"**Can't stop:** {error}", icon=":material/lock:")
         return
     if run.join(timeout=STOP_WAIT_SECONDS):
-        st.session_state["tr_was_alive"] = False  # live_panel's own rerun on the run's end: done here
+        st.session_state[WAS_ALIVE] = False  # live_panel's own rerun on the run's end: done here
         st.rerun()
     st.caption("Stopping after the step under way…")
 

@@ -361,8 +361,8 @@ def _blank_pages_on_average(cards: list, figures: str) -> None:
 def test_every_vision_model_at_every_seed_meets_the_floors_on_a_classs_drawings_and_photos_unframed(name):
     """The same conditions unframed (each seed's card): over the three seeds, rotated, thick, outlined, large, wobbly
     and photographed shapes are named at 95 % on average, thin, tiny and canvas ones at their floors, and no seed falls
-    more than SEED_SLACK short; the shipped model at its own floors; blank shaded pages are "nothing" at every strength of the
-    ramp for the shipped seed and on average over the seeds."""
+    more than SEED_SLACK short; the shipped model at its own floors; blank shaded pages are "nothing" at every strength
+    of the ramp for the shipped seed and on average over the seeds."""
     cards = _every_seeds_card(name)
     _seeds_meet(name, "conditions_unframed", UNFRAMED_GOALS)
     for condition, goal in UNFRAMED_GOALS.items():
