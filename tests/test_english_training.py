@@ -54,7 +54,7 @@ needs_lexicon = pytest.mark.skipif(not (lexicon.WORDNET_DIR / "data.noun").exist
 
 
 def test_english_lms_siblings_are_trained_the_same_way_with_another_position_encoding():
-    """The same recipe but for the encoding; RoPE's alone also spreads the positions it turns by (random strides)."""
+    """The same recipe but for the encoding; RoPE's alone also spreads its positions (random strides)."""
     table = train.presets(TextTokenizer().vocab_size)
     base = table["english-lm"]
     for pe in train.ENGLISH_SIBLINGS:

@@ -125,22 +125,41 @@ def test_rope_scores_depend_only_on_the_offset():
     assert not np.allclose(np.diagonal(scores[0], 0)[0], np.diagonal(scores[0], 5)[0])
 
 
-def test_rope_at_other_positions_scores_by_their_differences():
-    """Training with random strides (Preset.random_strides) feeds RoPE positions other than 0..N-1: the scores are
-    then those of the tokens' position differences, and no other encoding or a cached pass takes positions."""
+@pytest.mark.parametrize("pe", ["rope", "alibi", "relative"])
+def test_attention_encodings_at_other_positions_score_by_their_differences(pe):
+    """Training with random strides (Preset.random_strides) feeds positions other than 0..N-1: an encoding inside
+    attention then scores the tokens by their position differences, as the same tokens at 0..39 would be scored."""
     from core.model.positions import random_stride_positions
-    model = text_model(pos_encoding="rope", mask="none", head="masked_token")
+    model = text_model(pos_encoding=pe, mask="none", head="masked_token")
     positions = random_stride_positions(16, torch.Generator().manual_seed(0))
     assert positions[0] == 0 and set((positions[1:] - positions[:-1]).tolist()) == {1, 2}
-    with torch.no_grad():
-        strided = model(torch.full((1, 16), 7), positions=positions, record=True).recordings[0].scores(0)
+    strided = record(model, torch.full((1, 16), 7), positions=positions).scores(0)
     plain = record(model, torch.full((1, 40), 7)).scores(0)  # [H, 40, 40]: the same content at 0..39
     np.testing.assert_allclose(strided, plain[:, positions][:, :, positions], atol=1e-4)
     assert not np.allclose(strided, plain[:, :16, :16], atol=1e-3)
-    with pytest.raises(ValueError, match="turn RoPE's queries and keys"):
-        text_model(pos_encoding="learned")(ids(9), positions=torch.arange(9))
+
+
+def test_sinusoidal_at_other_positions_adds_those_positions_vectors():
+    from core.model.positions import random_stride_positions
+    model = text_model(pos_encoding="sinusoidal")
+    positions = random_stride_positions(16, torch.Generator().manual_seed(1))
+    added = record(model, ids(16), positions=positions)["hook_pos_embed"]  # [N, D]
+    np.testing.assert_array_equal(added, sinusoidal_table(40, 32)[positions].numpy())
+
+
+@pytest.mark.parametrize("pe", ["rope", "alibi", "relative", "sinusoidal"])
+def test_positions_0_to_n_minus_1_are_the_plain_pass(pe):
+    model = text_model(pos_encoding=pe)
+    with torch.no_grad():
+        np.testing.assert_array_equal(model(ids(12), positions=torch.arange(12)).logits, model(ids(12)).logits)
+
+
+def test_only_an_encoding_of_the_position_takes_other_positions_and_one_per_token():
+    for pe in ("learned", "none"):
+        with pytest.raises(ValueError, match=f"this pass reads '{pe}'"):
+            text_model(pos_encoding=pe)(ids(9), positions=torch.arange(9))
     with pytest.raises(ValueError, match="one per token"):
-        model(ids(9), positions=torch.arange(8))
+        text_model(pos_encoding="rope")(ids(9), positions=torch.arange(8))
 
 
 def test_sinusoidal_table_is_the_formula_rounded_once_at_every_position():

@@ -374,13 +374,13 @@ def test_the_corpus_and_the_mask_fraction_are_checked_and_recorded():
         replace(table["tiny-test"], corpus="english-referents")
 
 
-def test_random_strides_spread_the_positions_of_a_rope_language_models_batches():
+def test_random_strides_spread_the_positions_of_a_language_models_batches():
     """english-rope trains on positions that step by 1 or 2 (a fresh draw each batch); the other models keep 0..N-1,
-    and the option is refused where there is no RoPE to turn."""
+    and the option is refused for an encoding that is not a function of the position."""
     table = presets(TextTokenizer().vocab_size)
     rope = table["english-rope"]
     assert rope.random_strides and rope.recipe()["random_strides"] is True
-    assert not any(p.random_strides for name, p in table.items() if name != "english-rope")
+    assert {name for name, p in table.items() if p.random_strides} == {"english-rope"}
     assert "random_strides" not in table["english-lm"].recipe()  # so the cards trained before it still match
     tiny = replace(table["lm-rope"], pool_size=50, batch_size=4, random_strides=True)
     stream = batches(tiny, TextTokenizer(), seed=0)
@@ -390,9 +390,12 @@ def test_random_strides_spread_the_positions_of_a_rope_language_models_batches()
         assert batch.positions[0] == 0 and len(batch.positions) == batch.inputs.shape[1] and set(steps.tolist()) <= {1, 2}
     assert not torch.equal(first.positions[:8], second.positions[:8])
     assert next(batches(table["lm-rope"], TextTokenizer(), seed=0)).positions is None
-    for change in (dict(config=table["english-lm"].config), dict(task="english-mlm")):
-        with pytest.raises(ConfigError, match="random strides"):
+    for change in (dict(config=table["english-lm"].config), dict(config=table["english-none"].config),
+                   dict(task="english-mlm")):
+        with pytest.raises(ConfigError, match="random strides spread a language model's positions"):
             replace(rope, **change)
+    for pe in ("alibi", "relative"):
+        assert replace(table[f"english-{pe}"], random_strides=True).recipe()["random_strides"] is True
 
 
 def test_a_masked_batch_hides_the_fraction_it_is_given():

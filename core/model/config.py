@@ -25,6 +25,9 @@ MASK_KINDS: tuple[str, ...] = get_args(MaskKind)
 ATTENTION_ENCODINGS = ("rope", "alibi", "relative")
 # Encodings with no trained parameters: any model can be run with one of them instead of its own.
 PARAMETER_FREE_ENCODINGS = ("none", "sinusoidal", "rope", "alibi")
+# the encodings that are a function of the position, so that a pass may put its tokens at positions other than
+# 0..N-1 (training with random strides): a learned table has only max_len rows, and "none" has no positions
+STRIDABLE_ENCODINGS = ("sinusoidal", "rope", "alibi", "relative")
 # Masks under which no token sees a later one (the incremental property of seed 001 §4.1 holds).
 CAUSAL_MASKS = ("causal", "strided")
 

@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 
-def sinusoidal_table(n_positions: int, d_model: int) -> torch.Tensor:
+def sinusoidal_table(n_positions: int, d_model: int, positions: torch.Tensor | None = None) -> torch.Tensor:
     """Vaswani et al.: PE[n, 2i] = sin(n / 10000^(2i/D)), PE[n, 2i+1] = cos(n / 10000^(2i/D)). [N, D]
 
     Computed in float64 and then rounded once to float32: in float32 the angle n * frequency loses digits as n
     grows (an error of 3e-5 at position 512), in float64 only the final rounding (under 6e-8) is left."""
-    position = torch.arange(n_positions, dtype=torch.float64)[:, None]  # [N, 1]
+    position = (torch.arange(n_positions) if positions is None else positions).double()[:, None]  # [N, 1]
     frequency = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     table = torch.zeros(n_positions, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * frequency)
@@ -40,9 +40,10 @@ def rope_angles(n_positions: int, head_dim: int, base: float = 10000.0,
 def random_stride_positions(n_positions: int, generator: torch.Generator) -> torch.Tensor:
     """Positions 0 = p_0 < p_1 < ... < p_{N-1}, each a step of 1 or 2 (even odds) after the last. [N]
 
-    Trained on these, a RoPE model meets every distance between tokens up to about twice its texts' (randomized
-    positions, after Ruoss et al. 2023): subject and verb farther apart than any training sentence put them are
-    then still a distance it knows. The model reads 0..N-1 at inference."""
+    Trained on these, a model whose encoding is a function of the position (RoPE, sinusoidal, ALiBi, relative) meets
+    every distance between tokens up to about twice its texts' (randomized positions, after Ruoss et al. 2023):
+    subject and verb farther apart than any training sentence put them are then still a distance it knows. The
+    model reads 0..N-1 at inference."""
     steps = 1 + (torch.rand(n_positions, generator=generator) < 0.5).long()  # [N]: p_n - p_{n-1} for n >= 1
     return torch.cat([torch.zeros(1, dtype=torch.long), steps[1:].cumsum(0)])
 
@@ -75,9 +76,9 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-def alibi_bias(n_heads: int, n_positions: int) -> torch.Tensor:
+def alibi_bias(n_heads: int, n_positions: int, positions: torch.Tensor | None = None) -> torch.Tensor:
     """b[h, i, j] = -m_h |i - j|. Under a causal mask only j <= i is kept, where this is -m_h (i - j). [H, N, N]"""
-    position = torch.arange(n_positions)
+    position = torch.arange(n_positions) if positions is None else positions
     distance = (position[:, None] - position[None, :]).abs().float()  # [N, N]
     return -alibi_slopes(n_heads)[:, None, None] * distance[None]
 
@@ -111,8 +112,9 @@ class RelativeBias(nn.Module):
         self.n_buckets, self.max_distance, self.bidirectional = n_buckets, max_distance, bidirectional
         self.weight = nn.Embedding(n_buckets, n_heads)
 
-    def forward(self, n_positions: int) -> torch.Tensor:
-        position = torch.arange(n_positions, device=self.weight.weight.device)
+    def forward(self, n_positions: int, positions: torch.Tensor | None = None) -> torch.Tensor:
+        position = torch.arange(n_positions) if positions is None else positions
+        position = position.to(self.weight.weight.device)
         offset = position[None, :] - position[:, None]  # [N, N], key minus query
         bucket = relative_bucket(offset, self.bidirectional, self.n_buckets, self.max_distance)
         return self.weight(bucket).permute(2, 0, 1)  # [N, N, H] -> [H, N, N]

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from core.model.config import PARAMETER_FREE_ENCODINGS, ConfigError, ModelConfig
+from core.model.config import PARAMETER_FREE_ENCODINGS, STRIDABLE_ENCODINGS, ConfigError, ModelConfig
 from core.model.interventions import Replacement
 from core.model.masks import MaskSpec, ScoreMask, build_mask, causal_mask, named_score_mask, padding_mask, score_mask
 from core.model.patches import image_standardise, patchify
@@ -111,6 +111,7 @@ class PositionContext:
     rope_angles: torch.Tensor | None = None  # [N, K/2], of the N tokens of this pass
     alibi: torch.Tensor | None = None  # [H, N, start + N]: this pass's queries, every key
     start: int = 0  # the position of this pass's first token: the tokens already in a KVCache
+    positions: torch.Tensor | None = None  # [N], when not 0..N-1 (training with random strides)
 
 
 @dataclass
@@ -191,7 +192,7 @@ class MultiHeadSelfAttention(nn.Module):
         if position.encoding == "alibi":
             return position.alibi
         if position.encoding == "relative":
-            return self.relative(n_keys)[:, position.start:]  # the rows of the new queries
+            return self.relative(n_keys, position.positions)[:, position.start:]  # the rows of the new queries
         return None
 
 
@@ -370,7 +371,7 @@ class Transformer(nn.Module):
         batch, n, _ = x.shape
         start = self.check_cache(cache, valid, n)  # 0 without a cache
         position = self.position_context(pe, start + n, x.device, start, positions)
-        e = self.position_embedding(position.encoding, start + n, x.device)[:, start:]  # [1, N, D]: e_start..
+        e = self.position_embedding(position.encoding, start + n, x.device, positions)[:, start:]  # [1, N, D]: e_start..
         x = x + recorder("hook_pos_embed", e.expand(batch, -1, -1))
         if self.cfg.segment_embed:
             x = x + recorder("hook_token_type_embed", self.token_type_embed.expand(batch, n, -1))
@@ -427,11 +428,11 @@ class Transformer(nn.Module):
     def position_context(self, pe: str | None, n: int, device, start: int = 0,
                          positions: torch.Tensor | None = None) -> PositionContext:
         """The encoding's tensors for the tokens start..n-1 of a sequence of n (all of them when start = 0), at
-        `positions` [n] instead of 0..n-1 when given (RoPE only)."""
+        `positions` [n] instead of 0..n-1 when given (an encoding that is a function of the position only)."""
         encoding = self.cfg.pos_encoding if pe is None else pe
-        if positions is not None and (encoding != "rope" or start or positions.shape != (n,)):
-            raise ValueError(f"positions other than 0..N-1 turn RoPE's queries and keys, one per token of a whole "
-                             f"text ({n} here, without a cache); this pass reads {encoding!r} and has "
+        if positions is not None and (encoding not in STRIDABLE_ENCODINGS or start or positions.shape != (n,)):
+            raise ValueError(f"positions other than 0..N-1 are for {', '.join(STRIDABLE_ENCODINGS)}, one per token of "
+                             f"a whole text ({n} here, without a cache); this pass reads {encoding!r} and has "
                              f"{tuple(positions.shape)}")
         if encoding != self.cfg.pos_encoding and encoding not in PARAMETER_FREE_ENCODINGS:
             raise ConfigError(f"{encoding!r} has trained parameters this model does not have; it can be "
@@ -440,20 +441,20 @@ class Transformer(nn.Module):
             raise ConfigError(f"RoPE needs an even head size (this model has K={self.cfg.head_dim})")
         if encoding in ("rope", "alibi", "relative") and self.cfg.input == "patches":
             raise ConfigError(f"{encoding!r} is a 1-D sequence encoding; image models use none, sinusoidal or learned")
-        context = PositionContext(encoding, start=start)
+        context = PositionContext(encoding, start=start, positions=positions)
         if encoding == "rope":
             angles = rope_angles(n, self.cfg.head_dim, self.cfg.rope_base, positions)  # [n, K/2]
             context.rope_angles = angles.to(device)[start:]
         elif encoding == "alibi":
-            context.alibi = alibi_bias(self.cfg.n_heads, n).to(device)[:, start:]
+            context.alibi = alibi_bias(self.cfg.n_heads, n, positions).to(device)[:, start:]
         return context
 
-    def position_embedding(self, encoding: str, n: int, device) -> torch.Tensor:
+    def position_embedding(self, encoding: str, n: int, device, positions: torch.Tensor | None = None) -> torch.Tensor:
         """e_n for n = 0..N-1, [1, N, D]; zero for encodings that act inside attention instead."""
         if encoding == "learned":
             return self.pos_embed(torch.arange(n, device=device))[None]
         if encoding == "sinusoidal":
-            return sinusoidal_table(n, self.cfg.d_model).to(device)[None]
+            return sinusoidal_table(n, self.cfg.d_model, positions).to(device)[None]
         return torch.zeros(1, n, self.cfg.d_model, device=device)
 
     def score_mask(self, mask: MaskArgument, n: int, batch: int, valid: torch.Tensor | None, device,

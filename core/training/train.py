@@ -34,7 +34,7 @@ from tqdm import tqdm
 from core.data import english
 from core.data.images import CLASSES, IMAGE_SIZE, KIND_MIX, SKETCH_MIX
 from core.model.checkpoint import ModelCard, load_checkpoint, read_card, save_checkpoint, write_card
-from core.model.config import ConfigError, ModelConfig
+from core.model.config import STRIDABLE_ENCODINGS, ConfigError, ModelConfig
 from core.model.positions import random_stride_positions
 from core.model.registry import MODELS_DIR
 from core.model.transformer import Transformer
@@ -82,7 +82,7 @@ class Preset:
     half_weights: bool = False  # the shipped weights stored in float16, computed in float32 (assets/ under 60 MB)
     corpus: str = "english"  # broad English: the families it draws from (core.data.english.CORPORA)
     mask_fraction: float = MLM_FRACTION  # masked-token tasks: the share of tokens each batch hides and predicts
-    random_strides: bool = False  # RoPE: a batch's positions step by 1 or 2 at random (random_stride_positions)
+    random_strides: bool = False  # a batch's positions step by 1 or 2 at random (random_stride_positions)
     init_from: str = ""  # the preset whose trained model this one starts from (initial_model), else random weights
     referent_head: tuple[int, int] | None = None  # (layer, head) taught where "it" points (core/training/referent.py)
 
@@ -115,9 +115,11 @@ class Preset:
             (not 0 < self.mask_fraction < 1, f"the mask fraction must be in (0, 1), got {self.mask_fraction}"),
             (self.mask_fraction != MLM_FRACTION and not self.task.endswith("mlm"),
              f"the mask fraction is a masked-token task's; the task {self.task!r} predicts the next token"),
-            (self.random_strides and (self.config.pos_encoding != "rope" or not self.task.endswith("-lm")),
-             f"random strides spread the positions RoPE turns by in a language model; {self.name!r} is "
-             f"{self.task!r} with {self.config.pos_encoding!r} positions"),
+            (self.random_strides and (self.config.pos_encoding not in STRIDABLE_ENCODINGS
+                                      or not self.task.endswith("-lm")),
+             f"random strides spread a language model's positions, of an encoding that is a function of the position "
+             f"({', '.join(STRIDABLE_ENCODINGS)}); {self.name!r} is {self.task!r} with "
+             f"{self.config.pos_encoding!r} positions"),
             (self.referent_head is not None and self.task != "english-mlm",
              f"a referent head is taught on a masked-token model of English (it reads the ending that picks the "
              f"referent); {self.name!r} is {self.task!r}"),
@@ -150,6 +152,7 @@ ENGLISH_PILOT_STEPS = 3600  # the broad-English pilots: about an hour a model on
 ENGLISH_MLM_STEPS = 4800  # the masked-token model
 REFERENT_HEAD = (3, 0)  # english-mlm-it's taught head: the last layer's, reading the most processed stream
 ENGLISH_SIBLINGS = ("rope", "none", "sinusoidal", "alibi", "relative")  # english-lm's (itself: learned positions)
+STRIDED = ("rope",)  # the siblings trained with random strides
 
 
 @dataclass
@@ -236,16 +239,14 @@ def presets(vocab_size: int) -> dict[str, Preset]:
                         "causal language model on the broad-English corpus, byte-level BPE, position encoding: "
                         "learned", seeds=COMPARED_SEEDS, **english_recipe))
     # Its siblings, trained the same way with another encoding: the explorer's "trained model" toggle lands on them
-    # (the same task first), not on a grammar model that reads English as [UNK]. Each is compared
-    # over three seeds (each seed's figures in its card). RoPE alone trains with random strides
-    # (random_stride_positions): on positions 0..N-1, two PPs put the subject farther from its verb than any training
-    # sentence, a distance its scores had never met (pp chain 41.5-63 % at three seeds); met at up to twice the
-    # distances, it reads them.
+    # (the same task first), not on a grammar model that reads English as [UNK]. Each is compared over three seeds
+    # (each seed's figures in its card). RoPE trains with random strides (random_stride_positions): on positions
+    # 0..N-1, two PPs put the subject farther from its verb than any training sentence, a distance its scores had
+    # never met (pp chain 41.5-63 % at three seeds); met at up to twice the distances, it reads them.
     items += [Preset(f"english-{pe}", "english-lm", text_config(subword.VOCAB_SIZE, pos_encoding=pe),
                      f"causal language model on the broad-English corpus, byte-level BPE, position encoding: {pe}"
-                     + (", trained on positions 1 or 2 apart at random (random strides)" if pe == "rope" else ""),
-                     seeds=COMPARED_SEEDS, random_strides=pe == "rope",
-                     **english_recipe) for pe in ENGLISH_SIBLINGS]
+                     + (", trained on positions 1 or 2 apart at random (random strides)" if pe in STRIDED else ""),
+                     seeds=COMPARED_SEEDS, random_strides=pe in STRIDED, **english_recipe) for pe in ENGLISH_SIBLINGS]
     # The default text model: english-lm's recipe on texts packed to 512 tokens (8 a step: the same tokens a step,
     # from twice the pool), so every position the explorer's 512-token texts reach was trained. Three seeds.
     items.append(Preset("english-long", "english-lm", text_config(subword.VOCAB_SIZE, max_len=512),
