@@ -54,13 +54,13 @@ needs_lexicon = pytest.mark.skipif(not (lexicon.WORDNET_DIR / "data.noun").exist
 
 
 def test_english_lms_siblings_are_trained_the_same_way_with_another_position_encoding():
-    """The same recipe but for the encoding; RoPE's alone also spreads its positions (random strides)."""
+    """The same recipe but for the encoding; RoPE and sinusoidal also spread their positions (random strides)."""
     table = train.presets(TextTokenizer().vocab_size)
     base = table["english-lm"]
     for pe in train.ENGLISH_SIBLINGS:
         sibling = table[f"english-{pe}"]
         assert pe != base.config.pos_encoding and sibling.name not in train.NOT_IN_ALL
-        strides = {"random_strides": True} if pe == "rope" else {}
+        strides = {"random_strides": True} if pe in ("rope", "sinusoidal") else {}
         assert sibling.task == base.task and sibling.recipe() == {**base.recipe(), **strides}
         assert sibling.recipe()["stored"] == "float16"  # assets/ under 60 MB
         assert sibling.config == base.config.replace(pos_encoding=pe)

@@ -375,12 +375,12 @@ def test_the_corpus_and_the_mask_fraction_are_checked_and_recorded():
 
 
 def test_random_strides_spread_the_positions_of_a_language_models_batches():
-    """english-rope trains on positions that step by 1 or 2 (a fresh draw each batch); the other models keep 0..N-1,
-    and the option is refused for an encoding that is not a function of the position."""
+    """english-rope and english-sinusoidal train on positions that step by 1 or 2 (a fresh draw each batch); the other
+    models keep 0..N-1, and the option is refused for an encoding that is not a function of the position."""
     table = presets(TextTokenizer().vocab_size)
     rope = table["english-rope"]
     assert rope.random_strides and rope.recipe()["random_strides"] is True
-    assert {name for name, p in table.items() if p.random_strides} == {"english-rope"}
+    assert {name for name, p in table.items() if p.random_strides} == {"english-rope", "english-sinusoidal"}
     assert "random_strides" not in table["english-lm"].recipe()  # so the cards trained before it still match
     tiny = replace(table["lm-rope"], pool_size=50, batch_size=4, random_strides=True)
     stream = batches(tiny, TextTokenizer(), seed=0)

@@ -352,7 +352,7 @@ class Transformer(nn.Module):
         at positions start..start+N-1, start = cache.length; their keys and values are appended to it. A custom
         mask is then [start+N, start+N], over every token so far. Recorded patterns are [H, N, start+N].
         intervene: hook name -> the function its tensor goes through (core.model.interventions.Intervention).
-        positions: [N], the positions RoPE turns each token by when not 0..N-1 (training with random strides).
+        positions: [N], the tokens' positions when not 0..N-1 (training with random strides; STRIDABLE_ENCODINGS).
 
         Without gradients (every page) the pass runs in inference mode: the same numbers, without autograd's
         bookkeeping on each of its few hundred small operations (5–10 % of a pass at N = 64–256).
@@ -371,7 +371,7 @@ class Transformer(nn.Module):
         batch, n, _ = x.shape
         start = self.check_cache(cache, valid, n)  # 0 without a cache
         position = self.position_context(pe, start + n, x.device, start, positions)
-        e = self.position_embedding(position.encoding, start + n, x.device, positions)[:, start:]  # [1, N, D]: e_start..
+        e = self.position_embedding(position.encoding, start + n, x.device, positions)[:, start:]  # [1, N, D]
         x = x + recorder("hook_pos_embed", e.expand(batch, -1, -1))
         if self.cfg.segment_embed:
             x = x + recorder("hook_token_type_embed", self.token_type_embed.expand(batch, n, -1))
@@ -450,7 +450,7 @@ class Transformer(nn.Module):
         return context
 
     def position_embedding(self, encoding: str, n: int, device, positions: torch.Tensor | None = None) -> torch.Tensor:
-        """e_n for n = 0..N-1, [1, N, D]; zero for encodings that act inside attention instead."""
+        """e_n for n = 0..N-1 (or at `positions` [N]), [1, N, D]; zero for encodings that act inside attention."""
         if encoding == "learned":
             return self.pos_embed(torch.arange(n, device=device))[None]
         if encoding == "sinusoidal":

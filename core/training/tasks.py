@@ -26,7 +26,7 @@ class Batch:
     inputs: torch.Tensor  # ids [B, N] or images [B, C, H, W]
     targets: torch.Tensor  # [B, N] next/masked token ids, or [B] classes
     valid: torch.Tensor | None = None  # [B, N] True on real tokens
-    positions: torch.Tensor | None = None  # [N] RoPE's positions of the tokens when not 0..N-1 (random strides)
+    positions: torch.Tensor | None = None  # [N] the positions of the tokens when not 0..N-1 (random strides)
 
     def to(self, device: torch.device | str) -> Batch:
         return Batch(*(None if tensor is None else tensor.to(device)
