@@ -67,3 +67,16 @@ def test_a_student_joins_answers_and_cannot_reveal(app, room):
     [prompt] = at.session_state["class_drawn"]
     browser = at.session_state["browser_id"]
     assert room.answers(code, prompt) == {browser: OPTION}
+
+
+def test_a_followers_move_keeps_following_though_the_address_has_not_caught_up():
+    """A tick can run before the address has the switch's new value (a loaded server): the move to the teacher's view
+    carries follow=true as the session has it, or the page would read the switch's default (off) from the address
+    and stop following (a CI failure: a student on the teacher's page, no longer following)."""
+    from types import SimpleNamespace
+
+    view = SimpleNamespace(page="token_norm", params={"text": "a b"}, locked=())
+    assert classroom._wanted_view("text_explorer", {"class": "ABC123"}, True, view) == (
+        "token_norm", {"text": "a b", "class": "ABC123", "follow": "true"})
+    assert classroom._wanted_view("token_norm", {"class": "ABC123", "follow": "true", "text": "a b"}, True,
+                                  view) is None  # there already: no move

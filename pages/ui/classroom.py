@@ -344,7 +344,9 @@ def _wanted_view(page: str, mine: dict[str, str], follow: bool, view) -> tuple[s
         return None
     own = {k: v for k, v in mine.items() if k in OWN_PARAMS or k in st.session_state.get("class_prompt_keys", ())}
     if follow:
-        wanted = (view.page, {**view.params, **own})
+        # "follow" as the session has it: a run can come before the address has the switch's new value, and a
+        # move to an address without it would read the switch's default (off) back from it: following ends
+        wanted = (view.page, {**view.params, **own, "follow": "true"})
     else:
         params = {k: v for k, v in mine.items() if k not in view.locked}
         params.update({k: view.params[k] for k in view.locked if k in view.params})
